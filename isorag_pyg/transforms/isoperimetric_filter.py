@@ -1,0 +1,152 @@
+"""The ISO-RAG edge filter as a PyG transform."""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Callable, Union
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Batch, Data
+from torch_geometric.data.datapipes import functional_transform
+from torch_geometric.transforms import BaseTransform
+
+from isorag_pyg.utils.isoperimetric import check_beta, isoperimetric_keep_mask, log_isoperimetric_profile, log_volume
+
+log = logging.getLogger(__name__)
+
+PHI_MODES = ("real", "uniform", "shuffled", "random")
+PhiSource = Union[str, Callable[[Data], Tensor]]
+
+
+@functional_transform("isoperimetric_filter")
+class IsoperimetricFilter(BaseTransform):
+    r"""Removes edges between nodes whose hyperbolic isoperimetric profiles disagree
+    (functional name: :obj:`isoperimetric_filter`).
+
+    An edge :math:`(u, v)` is kept iff
+    :math:`\min(\varphi_u, \varphi_v) / \max(\varphi_u, \varphi_v) \ge \beta`
+    (see :func:`~isorag_pyg.utils.log_isoperimetric_profile`). Edges are removed with
+    :meth:`~torch_geometric.data.Data.edge_subgraph`, so every edge attribute stays aligned;
+    on a :class:`~torch_geometric.data.Batch` the per-graph slices are updated too. The
+    transform stores ``phi`` and ``log_phi`` (node level) and ``num_removed_edges`` on the data.
+
+    Args:
+        beta (float, optional): the ratio threshold in :math:`(0, 1]`; ``1`` keeps only edges
+            between equal profiles, values near ``0`` keep almost all. (default: :obj:`0.5`)
+        p (float, optional): the volume exponent, :math:`v(u) = \lambda(z_u)^p`. (default: :obj:`2.0`)
+        eps (float, optional): :math:`\epsilon` added to :math:`V(S_u)`. (default: :obj:`1e-8`)
+        phi (str or callable, optional): where :math:`\varphi` comes from: ``"z"`` computes it
+            from the ball coordinates in ``data[z_attr]``; ``"phi"`` reads a precomputed
+            ``data.log_phi`` (or ``data.phi``); a callable maps the data to :math:`\varphi`
+            (non-negative, one value a node). (default: :obj:`"z"`)
+        mode (str, optional): ``"real"`` uses :math:`\varphi` as is; the ablations
+            ``"uniform"`` (all equal: nothing is removed), ``"shuffled"`` (real values permuted
+            over nodes) and ``"random"`` (uniform random in :math:`(0, 1)`). (default: :obj:`"real"`)
+        curvature (float, optional): the ball's curvature magnitude :math:`c`. (default: :obj:`1.0`)
+        z_attr (str, optional): the node attribute holding ball coordinates. (default: :obj:`"z"`)
+        seed (int, optional): seed for ``"shuffled"`` and ``"random"``. (default: :obj:`0`)
+
+    Example:
+        >>> import torch
+        >>> from torch_geometric.data import Data
+        >>> ei = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])  # path 0-1-2-3
+        >>> data = Data(edge_index=ei, log_phi=torch.tensor([0.0, 0.0, 0.0, -3.0]), num_nodes=4)
+        >>> out = IsoperimetricFilter(beta=0.5, phi="phi")(data)
+        >>> out.edge_index
+        tensor([[0, 1, 1, 2],
+                [1, 0, 2, 1]])
+        >>> out.num_removed_edges
+        2
+    """
+
+    def __init__(
+        self,
+        beta: float = 0.5,
+        p: float = 2.0,
+        eps: float = 1e-8,
+        phi: PhiSource = "z",
+        mode: str = "real",
+        curvature: float = 1.0,
+        z_attr: str = "z",
+        seed: int = 0,
+    ) -> None:
+        check_beta(beta)
+        if mode not in PHI_MODES:
+            raise ValueError(f"mode must be one of {PHI_MODES}, got {mode!r}")
+        if isinstance(phi, str) and phi not in ("z", "phi"):
+            raise ValueError(f"phi must be 'z', 'phi' or a callable, got {phi!r}")
+        if eps <= 0:
+            raise ValueError(f"eps must be > 0, got {eps}")
+        self.beta, self.p, self.eps, self.phi = beta, p, eps, phi
+        self.mode, self.curvature, self.z_attr, self.seed = mode, curvature, z_attr, seed
+
+    def real_log_phi(self, data: Data) -> Tensor:
+        """:math:`\\log\\varphi` before any ablation is applied."""
+        if callable(self.phi):
+            values = torch.as_tensor(self.phi(data), dtype=torch.float64)
+            if (values < 0).any() or values.isnan().any():
+                raise ValueError("the phi callable must return non-negative values")
+            return values.log()
+        if self.phi == "phi":
+            if "log_phi" in data:
+                return data.log_phi.double()
+            if "phi" in data:
+                return data.phi.double().log()
+            raise ValueError("phi='phi' needs a 'log_phi' or 'phi' node attribute on the data")
+        if self.z_attr not in data:
+            raise ValueError(f"phi='z' needs ball coordinates in data.{self.z_attr}")
+        z = data[self.z_attr]
+        return log_isoperimetric_profile(data.edge_index, log_volume(z, self.p, self.curvature), self.eps)
+
+    def ablated_log_phi(self, data: Data) -> Tensor:
+        """:math:`\\log\\varphi` after the configured ablation ``mode``."""
+        n = data.num_nodes
+        device = data.edge_index.device
+        if self.mode == "uniform":
+            return torch.zeros(n, dtype=torch.float64, device=device)
+        generator = torch.Generator().manual_seed(self.seed)
+        if self.mode == "random":
+            return torch.rand(n, generator=generator, dtype=torch.float64).clamp_min(1e-12).log().to(device)
+        log_phi = self.real_log_phi(data)
+        if self.mode == "shuffled":
+            return log_phi[torch.randperm(n, generator=generator).to(log_phi.device)]
+        return log_phi
+
+    @torch.no_grad()
+    def forward(self, data: Data) -> Data:
+        n = data.num_nodes
+        log_phi = self.ablated_log_phi(data).to(data.edge_index.device)
+        if log_phi.numel() != n:
+            raise ValueError(f"phi has {log_phi.numel()} values for {n} nodes")
+        keep = isoperimetric_keep_mask(data.edge_index, log_phi, self.beta)
+        removed = int((~keep).sum())
+        if isinstance(data, Batch):
+            data = _batch_edge_subgraph(data, keep)
+        else:
+            data = data.edge_subgraph(keep)
+        data.log_phi = log_phi
+        data.phi = log_phi.exp()
+        if isinstance(data, Batch):
+            for key in ("log_phi", "phi"):
+                data._slice_dict[key] = data.ptr.cpu()
+                data._inc_dict[key] = torch.zeros(data.num_graphs, dtype=torch.long)
+        data.num_removed_edges = removed
+        log.debug("%s removed %d of %d edges", self, removed, keep.numel())
+        return data
+
+    def __repr__(self) -> str:
+        phi = self.phi if isinstance(self.phi, str) else getattr(self.phi, "__name__", "callable")
+        return f"{self.__class__.__name__}(beta={self.beta}, p={self.p}, phi={phi!r}, mode={self.mode!r})"
+
+
+def _batch_edge_subgraph(batch: Batch, keep: Tensor) -> Batch:
+    """``edge_subgraph`` on a Batch, with per-graph edge slices recomputed."""
+    graph_of_edge = batch.batch[batch.edge_index[0]]
+    kept_per_graph = torch.bincount(graph_of_edge[keep], minlength=batch.num_graphs).cpu()
+    slices = torch.cat([kept_per_graph.new_zeros(1), kept_per_graph.cumsum(0)])
+    edge_keys = [k for k, v in batch.items() if isinstance(v, Tensor) and batch.is_edge_attr(k)]
+    out = batch.edge_subgraph(keep)
+    for key in edge_keys:
+        out._slice_dict[key] = slices
+    return out

@@ -1,0 +1,22 @@
+"""Pure functions on graphs and ball coordinates."""
+from isorag_pyg.utils.isoperimetric import (
+    check_beta,
+    clean_edge_index,
+    isoperimetric_keep_mask,
+    log_conformal_factor,
+    log_isoperimetric_profile,
+    log_volume,
+    scatter_logsumexp,
+    two_hop_shell_pairs,
+)
+
+__all__ = [
+    "check_beta",
+    "clean_edge_index",
+    "isoperimetric_keep_mask",
+    "log_conformal_factor",
+    "log_isoperimetric_profile",
+    "log_volume",
+    "scatter_logsumexp",
+    "two_hop_shell_pairs",
+]

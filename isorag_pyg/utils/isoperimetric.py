@@ -1,0 +1,154 @@
+r"""The hyperbolic isoperimetric profile :math:`\varphi` of every node, in log space.
+
+For ball coordinates :math:`z_u` the conformal factor is
+:math:`\lambda(z) = 2 / (1 - c\lVert z\rVert^2)` and a node's volume is
+:math:`v(u) = \lambda(z_u)^p`. With the closed 1-hop set :math:`S_u = \{u\} \cup N(u)` and the
+2-hop shell :math:`\partial S_u` (distinct nodes at distance exactly 2 from :math:`u`),
+
+.. math::
+    \varphi_u = \frac{V(\partial S_u)}{V(S_u) + \epsilon}, \qquad V(A) = \sum_{w \in A} v(w).
+
+Everything is computed as logarithms (``logsumexp`` over scatter groups), so :math:`\lambda^p`
+never overflows. Graphs are read as given: :math:`N(u)` is the set of targets of ``u``'s
+edges (``edge_index[0] == u``); pass an undirected ``edge_index`` (both directions) for the
+symmetric profile. Self-loops and duplicate edges are ignored.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import coalesce, remove_self_loops, scatter
+
+#: Paths of length two expanded at once when enumerating 2-hop shells (bounds peak memory).
+DEFAULT_PATH_BUDGET = 1 << 24
+
+
+def log_conformal_factor(z: Tensor, c: float = 1.0) -> Tensor:
+    r""":math:`\log\lambda_c(z) = \log 2 - \log(1 - c\lVert z\rVert^2)`, finite up to the boundary."""
+    sq = (z.double() ** 2).sum(dim=-1) * c
+    gap = (1.0 - sq).clamp_min(torch.finfo(torch.float64).tiny)
+    return math.log(2.0) - torch.log(gap)
+
+
+def log_volume(z: Tensor, p: float = 1.0, c: float = 1.0) -> Tensor:
+    r""":math:`\log v(u) = p \log\lambda_c(z_u)` (float64)."""
+    return p * log_conformal_factor(z, c)
+
+
+def scatter_logsumexp(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
+    """``log(sum(exp(src)))`` per group of ``index``; empty groups give ``-inf``."""
+    out = torch.full((dim_size,), float("-inf"), dtype=src.dtype, device=src.device)
+    if src.numel() == 0:
+        return out
+    peak = scatter(src, index, dim=0, dim_size=dim_size, reduce="max")
+    count = scatter(torch.ones_like(src), index, dim=0, dim_size=dim_size, reduce="sum")
+    peak = torch.where(count > 0, peak, torch.zeros_like(peak))
+    total = scatter((src - peak[index]).exp(), index, dim=0, dim_size=dim_size, reduce="sum")
+    present = count > 0
+    out[present] = total[present].log() + peak[present]
+    return out
+
+
+def clean_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Drop self-loops and duplicates, sort by source (CSR order)."""
+    edge_index, _ = remove_self_loops(edge_index)
+    return coalesce(edge_index, num_nodes=num_nodes)
+
+
+def _rowptr(row: Tensor, num_nodes: int) -> Tensor:
+    counts = torch.bincount(row, minlength=num_nodes)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+
+
+def two_hop_shell_pairs(
+    edge_index: Tensor, num_nodes: int, path_budget: int = DEFAULT_PATH_BUDGET
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """Yield ``(u, w)`` chunks of distinct pairs with ``w`` at distance exactly 2 from ``u``.
+
+    ``edge_index`` must be clean (:func:`clean_edge_index`). Sources are processed in blocks
+    whose 2-paths fit in ``path_budget``; cost is linear in the number of 2-paths.
+    """
+    row, col = edge_index
+    rowptr = _rowptr(row, num_nodes)
+    deg = rowptr[1:] - rowptr[:-1]
+    paths_per_node = scatter(deg[col], row, dim=0, dim_size=num_nodes, reduce="sum")
+    ends = paths_per_node.cumsum(0)
+    start = 0
+    while start < num_nodes:
+        base = ends[start - 1] if start > 0 else ends.new_zeros(())
+        stop = int(torch.searchsorted(ends, base + path_budget, right=True))
+        stop = max(stop, start + 1)
+        e0, e1 = int(rowptr[start]), int(rowptr[stop])
+        if e1 > e0:
+            yield _shell_block(row[e0:e1], col[e0:e1], rowptr, deg, col, num_nodes)
+        start = stop
+
+
+def _shell_block(src: Tensor, mid: Tensor, rowptr: Tensor, deg: Tensor, col: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    counts = deg[mid]
+    total = int(counts.sum())
+    if total == 0:
+        empty = src.new_empty(0)
+        return empty, empty
+    first = rowptr[mid].repeat_interleave(counts)
+    offset = torch.arange(total, device=src.device) - (counts.cumsum(0) - counts).repeat_interleave(counts)
+    far = col[first + offset]
+    keys = torch.unique(src.repeat_interleave(counts) * n + far)
+    one_hop = src * n + mid  # sorted: the edge list is in CSR order
+    u, w = keys // n, keys % n
+    keep = (u != w) & ~torch.isin(keys, one_hop)
+    return u[keep], w[keep]
+
+
+def log_isoperimetric_profile(
+    edge_index: Tensor,
+    log_vol: Tensor,
+    eps: float = 1e-8,
+    path_budget: int = DEFAULT_PATH_BUDGET,
+) -> Tensor:
+    r"""Return :math:`\log\varphi_u` for every node (``-inf`` where the 2-hop shell is empty).
+
+    Args:
+        edge_index: ``[2, E]`` edges; self-loops and duplicates are ignored.
+        log_vol: ``[N]`` per-node log-volumes, e.g. from :func:`log_volume`.
+        eps: the :math:`\epsilon` added to :math:`V(S_u)` (default: ``1e-8``).
+        path_budget: 2-paths expanded per block (default: ``2**24``).
+
+    Example:
+        >>> import torch
+        >>> ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # path 0 - 1 - 2
+        >>> log_isoperimetric_profile(ei, torch.zeros(3)).exp()
+        tensor([0.5000, 0.0000, 0.5000], dtype=torch.float64)
+    """
+    if eps <= 0:
+        raise ValueError(f"eps must be > 0, got {eps}")
+    log_vol = log_vol.double()
+    n = log_vol.numel()
+    if edge_index.numel() and int(edge_index.max()) >= n:
+        raise ValueError(f"edge_index refers to node {int(edge_index.max())} but only {n} volumes were given")
+    edge_index = clean_edge_index(edge_index.to(log_vol.device), n)
+    row, col = edge_index
+    closed = torch.logaddexp(scatter_logsumexp(log_vol[col], row, n), log_vol)
+    shell_parts = [(u, log_vol[w]) for u, w in two_hop_shell_pairs(edge_index, n, path_budget)]
+    if shell_parts:
+        u = torch.cat([p[0] for p in shell_parts])
+        shell = scatter_logsumexp(torch.cat([p[1] for p in shell_parts]), u, n)
+    else:
+        shell = torch.full_like(log_vol, float("-inf"))
+    return shell - torch.logaddexp(closed, torch.full_like(closed, math.log(eps)))
+
+
+def isoperimetric_keep_mask(edge_index: Tensor, log_phi: Tensor, beta: float) -> Tensor:
+    r"""Keep edge ``(u, v)`` iff :math:`\min(\varphi_u,\varphi_v)/\max(\varphi_u,\varphi_v) \ge \beta`,
+    i.e. :math:`|\log\varphi_u - \log\varphi_v| \le -\log\beta`; two zero profiles count as equal."""
+    check_beta(beta)
+    a, b = log_phi[edge_index[0]], log_phi[edge_index[1]]
+    return (a == b) | ((a - b).abs() <= -math.log(beta))
+
+
+def check_beta(beta: float) -> None:
+    if not (0.0 < beta <= 1.0) or math.isnan(beta):
+        raise ValueError(f"beta must lie in (0, 1], got {beta}")

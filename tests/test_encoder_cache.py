@@ -1,0 +1,96 @@
+"""Embedding cache: keyed by model and texts, atomic, never trusting a corrupt or stale file."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from isorag_pyg.encoders import EmbeddingCache, SentenceEncoder, cache_key
+
+
+class CountingModel:
+    """Stands in for a SentenceTransformer: deterministic vectors, counts calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def encode(self, texts, **kwargs):
+        self.calls += 1
+        assert kwargs["normalize_embeddings"] is True
+        out = torch.tensor([[float(len(t)), 1.0] for t in texts], dtype=torch.float64)
+        return torch.nn.functional.normalize(out, dim=-1)
+
+
+def make_encoder(tmp_path, model="some/model"):
+    enc = SentenceEncoder(model, cache_dir=tmp_path, show_progress=False)
+    enc._model = CountingModel()
+    return enc
+
+
+def test_cache_hit_skips_the_model(tmp_path):
+    enc = make_encoder(tmp_path)
+    first = enc.encode(["a", "bb"])
+    second = enc.encode(["a", "bb"])
+    assert enc._model.calls == 1
+    assert torch.equal(first, second) and first.dtype == torch.float32
+    assert not list(tmp_path.glob(".tmp-*"))  # atomic write leaves no temporary file
+
+
+def test_changed_texts_or_model_miss(tmp_path):
+    enc = make_encoder(tmp_path)
+    enc.encode(["a", "bb"])
+    enc.encode(["a", "bbb"])
+    enc.encode(["bb", "a"])
+    assert enc._model.calls == 3
+    other = make_encoder(tmp_path, model="other/model")
+    other.encode(["a", "bb"])
+    assert other._model.calls == 1
+
+
+def test_local_model_directory_change_invalidates(tmp_path):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "weights.bin").write_bytes(b"v1")
+    enc = make_encoder(tmp_path / "cache", model=str(model_dir))
+    before = enc.fingerprint
+    (model_dir / "weights.bin").write_bytes(b"version2")
+    assert make_encoder(tmp_path / "cache", model=str(model_dir)).fingerprint != before
+
+
+def test_key_separates_text_boundaries():
+    assert cache_key("m", ["ab", "c"]) != cache_key("m", ["a", "bc"])
+
+
+def test_corrupt_cache_file_is_recomputed(tmp_path, caplog):
+    enc = make_encoder(tmp_path)
+    good = enc.encode(["a", "bb"])
+    path = enc.cache.path(cache_key(enc.fingerprint, ["a", "bb"]))
+    path.write_bytes(b"not a torch file")
+    again = enc.encode(["a", "bb"])
+    assert torch.equal(good, again) and enc._model.calls == 2
+    assert "discarding unusable embedding cache" in caplog.text
+
+
+def test_cache_with_wrong_shape_is_rejected(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    cache.save("k" * 64, torch.zeros(3, 2))
+    assert cache.load("k" * 64, num_rows=4) is None
+    assert not cache.path("k" * 64).exists()
+
+
+def test_no_cache_and_empty_input(tmp_path):
+    enc = SentenceEncoder("some/model", cache_dir=None, show_progress=False)
+    enc._model = CountingModel()
+    enc.encode(["x"])
+    enc.encode(["x"])
+    assert enc._model.calls == 2
+    with pytest.raises(ValueError, match="at least one text"):
+        enc.encode([])
+
+
+@pytest.mark.encoder
+def test_bundled_model_offline(tmp_path):
+    enc = SentenceEncoder(cache_dir=tmp_path, show_progress=False)
+    emb = enc.encode(["Paris is the capital of France.", "The Eiffel tower is in Paris.", "Bananas are yellow."])
+    assert emb.shape == (3, 384) and emb.dtype == torch.float32
+    assert torch.allclose(emb.norm(dim=-1), torch.ones(3), atol=1e-5)
+    assert emb[0] @ emb[1] > emb[0] @ emb[2]
