@@ -74,8 +74,19 @@ def train_eval_overlap(eval_ds: QADataset, train_ds: QADataset | None) -> int:
 
 
 def prepare_corpus(cfg: DictConfig) -> CorpusBundle:
-    """Load the dataset, embed the corpus (cached) and build the configured passage graph."""
+    """Load the dataset, embed the corpus (cached) and build the configured passage graph.
+
+    ``cfg.split == "train"`` evaluates the training questions over their own corpus (for tuning
+    without touching the dev questions); there are then no other training questions.
+    """
     eval_ds, train_ds = load_dataset_splits(cfg.dataset)
+    split = cfg.get("split", "dev")
+    if split == "train":
+        if train_ds is None:
+            raise ValueError(f"dataset {cfg.dataset.name} has no training questions for split=train")
+        eval_ds, train_ds = train_ds, None
+    elif split != "dev":
+        raise ValueError(f"split must be 'dev' or 'train', got {split!r}")
     encoder = build_encoder(cfg.encoder)
     x = encoder.encode([p.content for p in eval_ds.corpus])
     spec = OmegaConf.to_container(cfg.graph.builders, resolve=True)

@@ -9,12 +9,15 @@ from typing import Any
 
 import lightning as L
 import torch
+from torch import Tensor
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torchmetrics.functional import spearman_corrcoef
 
-from isorag_pyg.pipeline import prepare_corpus
+from isorag_pyg.encoders.cache import cache_key
+from isorag_pyg.nn.poincare_encoder import PoincareEncoder
+from isorag_pyg.pipeline import CorpusBundle, prepare_corpus
 from isorag_pyg.training.datamodule import GraphTripletDataModule
 from isorag_pyg.training.module import HyperbolicEmbeddingModule
 from isorag_pyg.utils.isoperimetric import log_isoperimetric_profile, log_volume
@@ -33,15 +36,9 @@ def _logger(cfg: DictConfig):
     return instantiate(cfg.logger)
 
 
-def run_training(cfg: DictConfig) -> dict[str, Any]:
-    """Train, then write ``checkpoints/`` and ``ball_embeddings.pt`` under ``cfg.paths.output_dir``.
-
-    Returns the metrics, including the optimised ``val/triplet_acc`` and its baselines.
-    """
+def fit_f_theta(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path) -> tuple[dict[str, Any], PoincareEncoder, str | None]:
+    """Train f_θ on ``bundle.graph``; returns metrics, the best encoder (on CPU) and its checkpoint."""
     L.seed_everything(cfg.seed, workers=True)
-    out_dir = Path(cfg.paths.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    bundle = prepare_corpus(cfg)
     datamodule = GraphTripletDataModule(bundle.graph, seed=cfg.seed, **cfg.data)
     datamodule.setup()
     model = HyperbolicEmbeddingModule(in_dim=bundle.graph.x.size(1), **cfg.model)
@@ -53,39 +50,54 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     if checkpoint.best_model_path:
         model = HyperbolicEmbeddingModule.load_from_checkpoint(checkpoint.best_model_path, map_location="cpu")
     trained = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
-
-    model = model.cpu().eval()
-    z = model.encoder.embed_all(bundle.graph.x.float())
-    spearman = float(spearman_corrcoef(z.norm(dim=-1).double(), datamodule.node_degree.double()))
-    log_phi = log_isoperimetric_profile(bundle.graph.edge_index, log_volume(z, cfg.phi.p, model.encoder.curvature), cfg.phi.eps)
+    encoder = model.encoder.cpu().eval()
+    z = encoder.embed_all(bundle.graph.x.float())
     metrics = {
         "val/triplet_acc": float(trained["val/triplet_acc"]),
         "val/triplet_acc_untrained": float(untrained),
         "val/triplet_acc_cosine_baseline": datamodule.cosine_baseline_accuracy(),
-        "spearman_degree_norm": spearman,
-        "leak": bundle.leak,
-        **{f"graph/{k}": v for k, v in bundle.stats.items()},
+        "spearman_degree_norm": float(spearman_corrcoef(z.norm(dim=-1).double(), datamodule.node_degree.double())),
     }
-    ball_path = checkpoint.dirpath if checkpoint.best_model_path else out_dir
-    torch.save(
-        {
-            "z": z,
-            "log_phi": log_phi,
-            "p": cfg.phi.p,
-            "eps": cfg.phi.eps,
-            "curvature": model.encoder.curvature,
-            "passage_id": bundle.graph.passage_id,
-            "builders": bundle.graph.builders,
-            "dataset": cfg.dataset.name,
-            "checkpoint": checkpoint.best_model_path or None,
-        },
-        Path(ball_path) / BALL_FILE,
-    )
-    (out_dir / "train_metrics.json").write_text(json.dumps(metrics, indent=2))
-    log.info("f_θ: held-out triplet accuracy %.3f (untrained %.3f, cosine %.3f), Spearman(degree, |z|) %.3f",
-             metrics["val/triplet_acc"], untrained, metrics["val/triplet_acc_cosine_baseline"], spearman)
-    log.info("ball coordinates written to %s", Path(ball_path) / BALL_FILE)
     if trainer.logger:
-        trainer.logger.log_metrics({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))})
-    log.debug("config:\n%s", OmegaConf.to_yaml(cfg))
+        trainer.logger.log_metrics(metrics)
+    log.info("f_θ: held-out triplet accuracy %.3f (untrained %.3f, cosine %.3f), Spearman(degree, |z|) %.3f",
+             metrics["val/triplet_acc"], untrained, metrics["val/triplet_acc_cosine_baseline"], metrics["spearman_degree_norm"])
+    return metrics, encoder, checkpoint.best_model_path or None
+
+
+def run_training(cfg: DictConfig) -> dict[str, Any]:
+    """Train, then write ``checkpoints/`` and ``ball_embeddings.pt`` under ``cfg.paths.output_dir``.
+
+    Returns the metrics, including the optimised ``val/triplet_acc`` and its baselines.
+    """
+    out_dir = Path(cfg.paths.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    bundle = prepare_corpus(cfg)
+    metrics, encoder, best = fit_f_theta(cfg, bundle, out_dir)
+    metrics = {**metrics, "leak": bundle.leak, **{f"graph/{k}": v for k, v in bundle.stats.items()}}
+    z = encoder.embed_all(bundle.graph.x.float())
+    log_phi = log_isoperimetric_profile(bundle.graph.edge_index, log_volume(z, cfg.phi.p, encoder.curvature), cfg.phi.eps)
+    ball_path = (out_dir / "checkpoints" if best else out_dir) / BALL_FILE
+    save_ball_embeddings(ball_path, z, encoder.curvature, bundle, best, log_phi=log_phi, p=cfg.phi.p, eps=cfg.phi.eps)
+    (out_dir / "train_metrics.json").write_text(json.dumps(metrics, indent=2))
+    log.info("ball coordinates written to %s", ball_path)
     return metrics
+
+
+def save_ball_embeddings(path: Path, z: Tensor, curvature: float, bundle: CorpusBundle, checkpoint: str | None, **extra: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"z": z, "curvature": curvature, "passage_id": bundle.graph.passage_id, "corpus_hash": corpus_hash(bundle),
+                "builders": bundle.graph.builders, "dataset": bundle.eval.name, "checkpoint": checkpoint, **extra}, path)
+
+
+def corpus_hash(bundle: CorpusBundle) -> str:
+    """Identifies the passages (ids, titles, texts) that ball coordinates belong to."""
+    return cache_key("corpus", [f"{p.id}\0{p.title}\0{p.text}" for p in bundle.eval.corpus])
+
+
+def load_ball_embeddings(path: str | Path, bundle: CorpusBundle) -> tuple[Tensor, float]:
+    """Ball coordinates saved by ``train.py``, checked against the corpus they are used with."""
+    saved = torch.load(Path(path), map_location="cpu", weights_only=False)
+    if saved.get("corpus_hash") != corpus_hash(bundle):
+        raise ValueError(f"{path}: ball coordinates were trained on another corpus ({saved.get('dataset')}) than the one evaluated")
+    return saved["z"], float(saved["curvature"])

@@ -22,6 +22,8 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import coalesce, remove_self_loops, scatter
 
+from isorag_pyg.utils.csr import expand_neighbors, rowptr_from_sorted_rows
+
 #: Paths of length two expanded at once when enumerating 2-hop shells (bounds peak memory).
 DEFAULT_PATH_BUDGET = 1 << 24
 
@@ -58,11 +60,6 @@ def clean_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
     return coalesce(edge_index, num_nodes=num_nodes)
 
 
-def _rowptr(row: Tensor, num_nodes: int) -> Tensor:
-    counts = torch.bincount(row, minlength=num_nodes)
-    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-
-
 def two_hop_shell_pairs(
     edge_index: Tensor, num_nodes: int, path_budget: int = DEFAULT_PATH_BUDGET
 ) -> Iterator[tuple[Tensor, Tensor]]:
@@ -72,7 +69,7 @@ def two_hop_shell_pairs(
     whose 2-paths fit in ``path_budget``; cost is linear in the number of 2-paths.
     """
     row, col = edge_index
-    rowptr = _rowptr(row, num_nodes)
+    rowptr = rowptr_from_sorted_rows(row, num_nodes)
     deg = rowptr[1:] - rowptr[:-1]
     paths_per_node = scatter(deg[col], row, dim=0, dim_size=num_nodes, reduce="sum")
     ends = paths_per_node.cumsum(0)
@@ -83,20 +80,13 @@ def two_hop_shell_pairs(
         stop = max(stop, start + 1)
         e0, e1 = int(rowptr[start]), int(rowptr[stop])
         if e1 > e0:
-            yield _shell_block(row[e0:e1], col[e0:e1], rowptr, deg, col, num_nodes)
+            yield _shell_block(row[e0:e1], col[e0:e1], rowptr, col, num_nodes)
         start = stop
 
 
-def _shell_block(src: Tensor, mid: Tensor, rowptr: Tensor, deg: Tensor, col: Tensor, n: int) -> tuple[Tensor, Tensor]:
-    counts = deg[mid]
-    total = int(counts.sum())
-    if total == 0:
-        empty = src.new_empty(0)
-        return empty, empty
-    first = rowptr[mid].repeat_interleave(counts)
-    offset = torch.arange(total, device=src.device) - (counts.cumsum(0) - counts).repeat_interleave(counts)
-    far = col[first + offset]
-    keys = torch.unique(src.repeat_interleave(counts) * n + far)
+def _shell_block(src: Tensor, mid: Tensor, rowptr: Tensor, col: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    position, far = expand_neighbors(rowptr, col, mid)
+    keys = torch.unique(src[position] * n + far)
     one_hop = src * n + mid  # sorted: the edge list is in CSR order
     u, w = keys // n, keys % n
     keep = (u != w) & ~torch.isin(keys, one_hop)

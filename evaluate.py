@@ -1,0 +1,15 @@
+"""Evaluate retrievers: ``python evaluate.py dataset=musique retriever=iso`` or ``compare=[iso,dense,bm25,ppr]``."""
+import hydra
+from omegaconf import DictConfig
+
+from isorag_pyg.evaluation.runner import run_evaluation
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="eval")
+def main(cfg: DictConfig) -> float:
+    """Returns the primary retriever's Recall@5 for hydra sweepers."""
+    return run_evaluation(cfg)["recall@5"]
+
+
+if __name__ == "__main__":
+    main()

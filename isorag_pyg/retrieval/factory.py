@@ -1,0 +1,49 @@
+"""Build a retriever from its ``conf/retriever`` config."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from omegaconf import DictConfig
+from torch import Tensor
+
+from isorag_pyg.pipeline import CorpusBundle, device_of
+from isorag_pyg.retrieval.baselines import BM25Retriever, DenseRetriever, GlobalPPRRetriever
+from isorag_pyg.retrieval.iso_retriever import ISORetriever
+from isorag_pyg.retrieval.types import Retriever
+from isorag_pyg.utils.isoperimetric import log_isoperimetric_profile, log_volume
+
+KINDS = ("iso", "dense", "bm25", "ppr")
+
+
+def build_retriever(cfg: DictConfig, bundle: CorpusBundle, ball: Callable[[], tuple[Tensor, float]]) -> Retriever:
+    """``ball()`` supplies f_θ's ball coordinates and curvature (called only for ``kind: iso``)."""
+    kind = cfg.kind
+    device = device_of(cfg.get("device"))
+    x = bundle.graph.x
+    if kind == "dense":
+        retriever = DenseRetriever(x, device)
+    elif kind == "bm25":
+        retriever = BM25Retriever([p.content for p in bundle.eval.corpus])
+    elif kind == "ppr":
+        retriever = GlobalPPRRetriever(bundle.graph, x, cfg.num_seeds, cfg.alpha, cfg.tau, cfg.lambda_graph, cfg.lambda_dense,
+                                       cfg.tol, cfg.max_iter, device)
+    elif kind == "iso":
+        z, curvature = ball()
+        log_phi = log_isoperimetric_profile(bundle.graph.edge_index, log_volume(z, cfg.p, curvature), cfg.eps)
+        retriever = ISORetriever(
+            bundle.graph, x, log_phi, num_seeds=cfg.num_seeds, over_retrieval=cfg.over_retrieval, hops=cfg.hops,
+            max_expansion=cfg.max_expansion, beta=cfg.beta, phi_mode=cfg.phi_mode, alpha=cfg.alpha, tau=cfg.tau,
+            lambda_graph=cfg.lambda_graph, lambda_dense=cfg.lambda_dense, tol=cfg.tol, max_iter=cfg.max_iter,
+            seed=cfg.get("seed", 0), device=device,
+        )
+    else:
+        raise ValueError(f"unknown retriever kind {kind!r}; choose from {', '.join(KINDS)}")
+    retriever.name = cfg.name
+    return retriever
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait for queued CUDA work so wall-clock timings are honest."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()

@@ -1,0 +1,38 @@
+"""The corpus graph prepared once for retrieval: clean CSR and unit-norm embeddings on a device."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import to_undirected
+
+from isorag_pyg.utils.csr import rowptr_from_sorted_rows
+from isorag_pyg.utils.isoperimetric import clean_edge_index
+
+
+class GraphIndex:
+    """Undirected, self-loop-free, coalesced graph in CSR form plus normalised embeddings."""
+
+    def __init__(self, edge_index: Tensor, embeddings: Tensor, device: torch.device | str = "cpu"):
+        if embeddings.dim() != 2 or embeddings.size(0) == 0:
+            raise ValueError(f"embeddings must be a non-empty [N, d] matrix, got {tuple(embeddings.shape)}")
+        if not torch.isfinite(embeddings).all():
+            raise ValueError("embeddings contain NaN or inf")
+        self.device = torch.device(device)
+        self.num_nodes = embeddings.size(0)
+        if edge_index.numel() and int(edge_index.max()) >= self.num_nodes:
+            raise ValueError(f"edge_index refers to node {int(edge_index.max())} but there are {self.num_nodes} passages")
+        edge_index = clean_edge_index(to_undirected(edge_index.long(), num_nodes=self.num_nodes), self.num_nodes)
+        self.edge_index = edge_index.to(self.device)
+        self.rowptr = rowptr_from_sorted_rows(self.edge_index[0], self.num_nodes)
+        self.col = self.edge_index[1]
+        self.embeddings = torch.nn.functional.normalize(embeddings.float(), dim=-1).to(self.device)
+        self.dim = self.embeddings.size(1)
+
+    def scores(self, query_embeddings: Tensor) -> Tensor:
+        """Cosine scores ``[Q, N]`` of unit-norm queries against every passage."""
+        if query_embeddings.size(-1) != self.dim:
+            raise ValueError(f"query embeddings have size {query_embeddings.size(-1)}, passages {self.dim}")
+        if not torch.isfinite(query_embeddings).all():
+            raise ValueError("query embeddings contain NaN or inf")
+        q = torch.nn.functional.normalize(query_embeddings.float().to(self.device), dim=-1)
+        return q @ self.embeddings.t()

@@ -1,0 +1,147 @@
+"""ISO-RAG retrieval: seeds -> local graph -> isoperimetric filter -> local PPR -> fusion."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from isorag_pyg.retrieval.graph_index import GraphIndex
+from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
+from isorag_pyg.retrieval.scoring import query_chunk_size, segment_minmax, segment_topk
+from isorag_pyg.retrieval.types import Queries, RetrievalResult
+from isorag_pyg.transforms.isoperimetric_filter import IsoperimetricFilter
+from isorag_pyg.utils.ppr import personalized_pagerank
+
+
+def teleport_weights(seed_scores: Tensor, tau: float) -> Tensor:
+    """``softmax(tau * s)`` over each query's seeds; uniform where that is not finite."""
+    weights = torch.softmax(tau * seed_scores, dim=1)
+    bad = ~torch.isfinite(weights).all(dim=1)
+    weights[bad] = 1.0 / seed_scores.size(1)
+    return weights
+
+
+class ISORetriever:
+    """ISO-RAG over a corpus graph.
+
+    Per query: cosine seeds (top ``num_seeds``) and a dense pool of ``L = over_retrieval * k``;
+    the local graph is the pool plus the ``hops``-hop neighbourhood of the seeds (at most
+    ``max_expansion`` new nodes per hop, best dense score first); edges whose endpoints'
+    isoperimetric profiles differ by more than ``beta`` are removed by
+    :class:`~isorag_pyg.transforms.IsoperimetricFilter`; personalized PageRank runs on what is
+    left with teleport ``softmax(tau * s_dense)`` over the seeds; the result is
+    ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates.
+
+    All queries of a chunk run together: their local graphs form one block-diagonal batch, so
+    every PPR iteration is a single sparse matmul (on ``device``, CPU or CUDA).
+
+    Args:
+        graph: the corpus graph (``edge_index``, ``num_nodes``).
+        embeddings: ``[N, d]`` passage embeddings.
+        log_phi: ``[N]`` precomputed log isoperimetric profile of every passage.
+        phi_mode: ``"real"`` or an ablation: ``"uniform"``, ``"shuffled"``, ``"random"``.
+    """
+
+    name = "iso"
+
+    def __init__(
+        self,
+        graph: Data,
+        embeddings: Tensor,
+        log_phi: Tensor,
+        num_seeds: int = 5,
+        over_retrieval: float = 5.0,
+        hops: int = 1,
+        max_expansion: int = 100,
+        beta: float = 0.5,
+        phi_mode: str = "real",
+        alpha: float = 0.5,
+        tau: float = 10.0,
+        lambda_graph: float = 0.5,
+        lambda_dense: float = 0.5,
+        tol: float = 1e-6,
+        max_iter: int = 50,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+        query_chunk: int | None = None,
+    ):
+        if num_seeds < 1 or hops < 0 or max_expansion < 0:
+            raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
+        if over_retrieval < 1:
+            raise ValueError(f"over_retrieval must be >= 1, got {over_retrieval}")
+        if lambda_graph < 0 or lambda_dense < 0 or lambda_graph + lambda_dense == 0:
+            raise ValueError("lambda_graph and lambda_dense must be >= 0 and not both 0")
+        self.index = GraphIndex(graph.edge_index, embeddings, device)
+        if log_phi.numel() != self.index.num_nodes:
+            raise ValueError(f"log_phi has {log_phi.numel()} values for {self.index.num_nodes} passages")
+        ablation = IsoperimetricFilter(beta=beta, phi="phi", mode=phi_mode, seed=seed)
+        global_graph = Data(edge_index=self.index.edge_index, log_phi=log_phi.double().to(self.index.device), num_nodes=self.index.num_nodes)
+        self.log_phi = ablation.ablated_log_phi(global_graph).to(self.index.device)
+        self.filter = IsoperimetricFilter(beta=beta, phi="phi")
+        self.num_seeds, self.over_retrieval, self.hops, self.max_expansion = num_seeds, over_retrieval, hops, max_expansion
+        self.beta, self.phi_mode, self.alpha, self.tau = beta, phi_mode, alpha, tau
+        self.lambda_graph, self.lambda_dense, self.tol, self.max_iter = lambda_graph, lambda_dense, tol, max_iter
+        self.query_chunk = query_chunk
+
+    def sizes(self, k: int) -> tuple[int, int, int]:
+        """(k, pool size L, seeds m), clipped to the corpus."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        n = self.index.num_nodes
+        k = min(k, n)
+        pool = min(n, max(k, math.ceil(self.over_retrieval * k)))
+        return k, pool, min(self.num_seeds, pool)
+
+    @torch.no_grad()
+    def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
+        chunk = query_chunk_size(self.index.num_nodes, self.query_chunk)
+        parts = [self._retrieve_chunk(queries.slice(i, i + chunk), k, trace) for i in range(0, len(queries), chunk)]
+        if not parts:
+            raise ValueError("retrieve() needs at least one query")
+        return RetrievalResult.concat(parts)
+
+    def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
+        k, pool, m = self.sizes(k)
+        scores = self.index.scores(queries.embeddings)
+        local = build_local_graphs(scores, self.index.rowptr, self.index.col, m, pool, self.hops, self.max_expansion)
+        num_queries, num_local = len(queries), local.node.numel()
+        data = Data(edge_index=local.edge_index, log_phi=self.log_phi[local.node], num_nodes=num_local)
+        kept = self.filter(data)
+        teleport = torch.zeros(num_local, device=scores.device)
+        seed_scores = scores.gather(1, local.seeds)
+        teleport[local.seed_pos.reshape(-1)] = teleport_weights(seed_scores, self.tau).reshape(-1)
+        ppr = personalized_pagerank(kept.edge_index, teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter)
+        pi = ppr.pi.squeeze(1)
+        dense = scores[local.batch, local.node]
+        fused = self.lambda_graph * segment_minmax(pi, local.batch, num_queries) + self.lambda_dense * segment_minmax(dense, local.batch, num_queries)
+        positions, top_scores = segment_topk(fused, local.batch, local.ptr, k)
+        stats = {
+            "queries": float(num_queries),
+            "candidates": float(num_local),
+            "local_edges": float(local.edge_index.size(1)),
+            "removed_edges": float(kept.num_removed_edges),
+            "ppr_iterations_max": float(ppr.iterations),
+        }
+        traces = self._traces(local, kept, pi, positions, top_scores) if trace else None
+        return RetrievalResult(local.node[positions].cpu(), top_scores.cpu(), stats, traces)
+
+    def _traces(self, local: LocalGraphBatch, kept: Data, pi: Tensor, positions: Tensor, scores: Tensor) -> list[dict[str, Any]]:
+        kept_keys = set(map(tuple, kept.edge_index.t().tolist()))
+        node = local.node.tolist()
+        traces = []
+        for q in range(local.ptr.numel() - 1):
+            lo, hi = int(local.ptr[q]), int(local.ptr[q + 1])
+            in_q = (local.edge_index[0] >= lo) & (local.edge_index[0] < hi)
+            edges = local.edge_index[:, in_q & (local.edge_index[0] < local.edge_index[1])].t().tolist()
+            traces.append({
+                "seeds": local.seeds[q].tolist(),
+                "candidates": node[lo:hi],
+                "kept_edges": [(node[u], node[v]) for u, v in edges if (u, v) in kept_keys],
+                "pruned_edges": [(node[u], node[v]) for u, v in edges if (u, v) not in kept_keys],
+                "ppr": {node[i]: float(pi[i]) for i in range(lo, hi)},
+                "top": list(zip(local.node[positions[q]].tolist(), scores[q].tolist())),
+            })
+        return traces

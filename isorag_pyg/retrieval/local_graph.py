@@ -1,0 +1,74 @@
+"""Per-query local candidate graphs, built for a whole chunk of queries at once as one
+block-diagonal batch (node ``i`` belongs to query ``batch[i]``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from isorag_pyg.utils.csr import expand_neighbors
+
+
+@dataclass
+class LocalGraphBatch:
+    node: Tensor  # [M] corpus row of every local node, grouped by query, ascending within a query
+    batch: Tensor  # [M] query of every local node
+    ptr: Tensor  # [Q + 1] node offsets per query
+    edge_index: Tensor  # [2, E] local node positions, block-diagonal
+    seed_pos: Tensor  # [Q, m] local positions of each query's seeds
+    seeds: Tensor  # [Q, m] corpus rows of the seeds, best first
+
+
+def _ptr(batch: Tensor, num_groups: int) -> Tensor:
+    counts = torch.bincount(batch, minlength=num_groups)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+
+
+def cap_per_query(query: Tensor, score: Tensor, cap: int, num_queries: int) -> Tensor:
+    """Positions of the ``cap`` best-scored entries of every query (stable on ties)."""
+    order = torch.argsort(score, descending=True, stable=True)
+    order = order[torch.argsort(query[order], stable=True)]
+    grouped = query[order]
+    first = _ptr(grouped, num_queries)[:-1]
+    rank = torch.arange(order.numel(), device=order.device) - first[grouped]
+    return order[rank < cap]
+
+
+def build_local_graphs(
+    scores: Tensor,
+    rowptr: Tensor,
+    col: Tensor,
+    num_seeds: int,
+    pool_size: int,
+    hops: int = 1,
+    max_expansion: int = 100,
+) -> LocalGraphBatch:
+    """V_loc(q) = top-``pool_size`` dense pool ∪ ``hops``-hop neighbourhood of the top-``num_seeds``
+    seeds, and the subgraph it induces.
+
+    Hub explosion cap: at every hop at most ``max_expansion`` new neighbours per query are kept,
+    those with the highest dense score, so a seed next to a hub adds a bounded number of nodes.
+    """
+    num_queries, n = scores.shape
+    pool = scores.topk(pool_size, dim=1).indices
+    seeds = pool[:, :num_seeds]
+    qids = torch.arange(num_queries, device=scores.device)
+    keys = [(qids.unsqueeze(1) * n + pool).reshape(-1)]
+    frontier_q, frontier_node = qids.repeat_interleave(num_seeds), seeds.reshape(-1)
+    for _ in range(hops):
+        position, neighbour = expand_neighbors(rowptr, col, frontier_node)
+        hop_keys = torch.unique(frontier_q[position] * n + neighbour)
+        hop_q, hop_node = hop_keys // n, hop_keys % n
+        kept = cap_per_query(hop_q, scores[hop_q, hop_node], max_expansion, num_queries)
+        frontier_q, frontier_node = hop_q[kept], hop_node[kept]
+        keys.append(frontier_q * n + frontier_node)
+    keys = torch.unique(torch.cat(keys))
+    batch, node = keys // n, keys % n
+    position, neighbour = expand_neighbors(rowptr, col, node)
+    target_keys = batch[position] * n + neighbour
+    target = torch.searchsorted(keys, target_keys).clamp_max(keys.numel() - 1)
+    inside = keys[target] == target_keys
+    edge_index = torch.stack([position[inside], target[inside]])
+    seed_pos = torch.searchsorted(keys, qids.unsqueeze(1) * n + seeds)
+    return LocalGraphBatch(node, batch, _ptr(batch, num_queries), edge_index, seed_pos, seeds)

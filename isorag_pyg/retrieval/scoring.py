@@ -1,0 +1,38 @@
+"""Dense scoring in query chunks (never an N x N matrix) and per-segment min-max."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import scatter
+
+#: Query-by-passage score entries held at once (2**26 floats = 256 MiB).
+SCORE_BUDGET = 1 << 26
+
+
+def query_chunk_size(num_passages: int, requested: int | None = None) -> int:
+    """Queries per chunk so that a ``[chunk, N]`` score block fits :data:`SCORE_BUDGET`."""
+    fit = max(1, SCORE_BUDGET // max(1, num_passages))
+    return min(requested, fit) if requested else min(1024, fit)
+
+
+def segment_minmax(values: Tensor, segment: Tensor, num_segments: int) -> Tensor:
+    """Min-max scale ``values`` within each segment to [0, 1]; constant segments become 0."""
+    lo = scatter(values, segment, dim=0, dim_size=num_segments, reduce="min")[segment]
+    hi = scatter(values, segment, dim=0, dim_size=num_segments, reduce="max")[segment]
+    span = hi - lo
+    return torch.where(span > 0, (values - lo) / span.clamp_min(torch.finfo(values.dtype).tiny), torch.zeros_like(values))
+
+
+def segment_topk(values: Tensor, segment: Tensor, ptr: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """Top-``k`` positions (into ``values``) and values per segment; segments shorter than
+    ``k`` are padded with position ``-1`` and value ``-inf``."""
+    num_segments = ptr.numel() - 1
+    sizes = ptr[1:] - ptr[:-1]
+    width = max(int(sizes.max()) if num_segments else 0, k)
+    dense = values.new_full((num_segments, width), float("-inf"))
+    slot = torch.arange(values.numel(), device=values.device) - ptr[segment]
+    dense[segment, slot] = values
+    top_values, top_slots = dense.topk(k, dim=1)
+    positions = top_slots + ptr[:-1].unsqueeze(1)
+    valid = top_slots < sizes.unsqueeze(1)
+    return torch.where(valid, positions, torch.full_like(positions, -1)), top_values

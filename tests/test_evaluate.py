@@ -1,0 +1,70 @@
+"""evaluate.py's job composed from the real configs on the synthetic corpus."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from isorag_pyg.evaluation.runner import run_evaluation
+from isorag_pyg.training.run import run_training
+
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
+SMALL = ["dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "dataset.generator.hub_size=15",
+         "dataset.generator.num_questions=20", "encoder.show_progress=false"]
+
+
+def evaluate(tmp_path, *overrides):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", *SMALL, "trainer.max_epochs=2", *overrides])
+        return run_evaluation(cfg)
+
+
+def test_compare_writes_metrics_traces_and_case_study(tmp_path):
+    out = tmp_path / "copy" / "m.json"
+    summary = evaluate(tmp_path, "compare=[iso,dense,bm25,ppr,iso_uniform]", "case_study=0", f"metrics_out={out}")
+    on_disk = json.loads((tmp_path / "metrics.json").read_text())
+    assert on_disk == json.loads(out.read_text()) and on_disk["retriever"] == "iso"
+    for key in ("recall@5", "recall@10", "precision@5", "precision@10", "latency_ms_per_query", "removed_edge_fraction",
+                "n_questions", "query_encoding_ms_per_query", "builders", "leak"):
+        assert key in on_disk
+    assert on_disk["n_questions"] == 20 and on_disk["leak"] is False
+    assert set(on_disk["retrievers"]) == {"iso", "dense", "bm25", "ppr", "iso_uniform"}
+    assert on_disk["retrievers"]["iso_uniform"]["removed_edge_fraction"] == 0.0
+    for name in on_disk["retrievers"]:
+        lines = (tmp_path / f"traces_{name}.jsonl").read_text().splitlines()
+        assert len(lines) == 20
+        record = json.loads(lines[0])
+        assert len(record["top"]) == 10 and {"id", "title", "score", "gold"} <= set(record["top"][0])
+    iso_trace = json.loads((tmp_path / "traces_iso.jsonl").read_text().splitlines()[0])
+    assert "pruned_edges" in iso_trace and len(iso_trace["seeds"]) == 5
+    png = tmp_path / "case_study_iso.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert summary["retrievers"]["dense"]["recall@10"] >= summary["retrievers"]["dense"]["recall@5"]
+
+
+def test_leaky_graph_is_labelled(tmp_path):
+    summary = evaluate(tmp_path, "graph=context_cooccurrence", "retriever=dense", "traces=false")
+    assert summary["leak"] is True and "leak" in summary["leak_note"]
+    assert summary["builders"] == ["context_cooccurrence"]
+
+
+def test_uses_ball_embeddings_from_train_py(tmp_path):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        run_training(compose("train", overrides=[f"paths.output_dir={tmp_path / 'train'}", *SMALL, "trainer.max_epochs=2", "logger=none"]))
+    ball = tmp_path / "train" / "checkpoints" / "ball_embeddings.pt"
+    summary = evaluate(tmp_path / "eval", f"ball_embeddings={ball}", "traces=false")
+    assert not (tmp_path / "eval" / "f_theta").exists()  # f_θ was not retrained
+    assert 0.0 <= summary["recall@5"] <= 1.0
+    with pytest.raises(ValueError, match="another corpus"):
+        evaluate(tmp_path / "other", f"ball_embeddings={ball}", "dataset.generator.seed=7", "traces=false")
+
+
+def test_split_train_and_unknown_names(tmp_path):
+    summary = evaluate(tmp_path, "split=train", "retriever=bm25", "traces=false")
+    assert summary["split"] == "train" and summary["dataset"] == "synthetic-train"
+    with pytest.raises(Exception, match="nope"):
+        evaluate(tmp_path, "retriever=nope")
+    with pytest.raises(ValueError, match="case_study"):
+        evaluate(tmp_path, "case_study=999", "traces=true")

@@ -1,0 +1,176 @@
+"""ISO-RAG retrieval step by step against a per-query reference, and the baselines."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import subgraph, to_undirected
+
+from conftest import DEVICES
+from isorag_pyg.retrieval import BM25Retriever, DenseRetriever, GlobalPPRRetriever, ISORetriever, Queries, build_local_graphs
+from isorag_pyg.retrieval.graph_index import GraphIndex
+from isorag_pyg.transforms import IsoperimetricFilter
+from isorag_pyg.utils.ppr import personalized_pagerank
+
+
+def random_world(n=40, d=8, e=90, q=6, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.nn.functional.normalize(torch.randn(n, d, generator=gen), dim=-1)
+    ei = torch.randint(0, n, (2, e), generator=gen)
+    ei = to_undirected(ei[:, ei[0] != ei[1]], num_nodes=n)
+    qe = torch.nn.functional.normalize(torch.randn(q, d, generator=gen), dim=-1)
+    log_phi = torch.randn(n, generator=gen, dtype=torch.float64)
+    return Data(edge_index=ei, num_nodes=n), x, qe, log_phi
+
+
+def reference_candidates(scores_q, ei, m, pool_size, max_expansion):
+    pool = scores_q.topk(pool_size).indices.tolist()
+    seeds = pool[:m]
+    nbrs = {v for u, v in ei.t().tolist() if u in seeds}
+    capped = sorted(nbrs, key=lambda v: (-float(scores_q[v]), v))[:max_expansion]
+    return sorted(set(pool) | set(capped)), seeds
+
+
+@pytest.mark.parametrize("max_expansion", [100, 3])
+def test_local_graphs_match_per_query_reference(max_expansion):
+    graph, x, qe, _ = random_world()
+    index = GraphIndex(graph.edge_index, x)
+    scores = index.scores(qe)
+    local = build_local_graphs(scores, index.rowptr, index.col, num_seeds=2, pool_size=5, hops=1, max_expansion=max_expansion)
+    for q in range(qe.size(0)):
+        nodes, seeds = reference_candidates(scores[q], index.edge_index, 2, 5, max_expansion)
+        lo, hi = int(local.ptr[q]), int(local.ptr[q + 1])
+        assert local.node[lo:hi].tolist() == nodes
+        assert local.node[local.seed_pos[q]].tolist() == seeds
+        sub, _ = subgraph(torch.tensor(nodes), index.edge_index, relabel_nodes=True)
+        mine = local.edge_index[:, (local.edge_index[0] >= lo) & (local.edge_index[0] < hi)] - lo
+        assert set(map(tuple, mine.t().tolist())) == set(map(tuple, sub.t().tolist()))
+
+
+def reference_iso(scores_q, index, log_phi, k, cfg):
+    pool_size = min(index.num_nodes, max(k, int(cfg["over_retrieval"] * k)))
+    nodes, seeds = reference_candidates(scores_q, index.edge_index, cfg["num_seeds"], pool_size, cfg["max_expansion"])
+    nodes_t = torch.tensor(nodes)
+    sub, _ = subgraph(nodes_t, index.edge_index, relabel_nodes=True)
+    local = IsoperimetricFilter(beta=cfg["beta"], phi="phi")(Data(edge_index=sub, log_phi=log_phi[nodes_t], num_nodes=len(nodes)))
+    r = torch.zeros(len(nodes))
+    r[[nodes.index(s) for s in seeds]] = torch.softmax(cfg["tau"] * scores_q[seeds], 0)
+    pi = personalized_pagerank(local.edge_index, r, cfg["alpha"], tol=1e-9, max_iter=500).pi.squeeze(1)
+    mm = lambda t: (t - t.min()) / (t.max() - t.min())
+    fused = cfg["lambda_graph"] * mm(pi) + cfg["lambda_dense"] * mm(scores_q[nodes_t])
+    top = fused.topk(k)
+    return nodes_t[top.indices].tolist(), top.values
+
+
+CFG = dict(num_seeds=3, over_retrieval=2.0, max_expansion=100, beta=0.4, alpha=0.6, tau=5.0, lambda_graph=0.7, lambda_dense=0.3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_iso_retriever_matches_reference(device):
+    graph, x, qe, log_phi = random_world()
+    retriever = ISORetriever(graph, x, log_phi, tol=1e-9, max_iter=500, device=device, **CFG)
+    result = retriever.retrieve(Queries([""] * qe.size(0), qe), k=5)
+    scores = retriever.index.scores(qe).cpu()
+    index_cpu = GraphIndex(graph.edge_index, x)
+    for q in range(qe.size(0)):
+        ids, values = reference_iso(scores[q], index_cpu, log_phi, 5, CFG)
+        assert result.indices[q].tolist() == ids
+        assert torch.allclose(result.scores[q], values.float(), atol=1e-4)
+    assert result.stats["removed_edges"] > 0
+
+
+def test_chunking_and_batching_do_not_change_results():
+    graph, x, qe, log_phi = random_world(q=9)
+    queries = Queries([""] * 9, qe)
+    whole = ISORetriever(graph, x, log_phi, **CFG).retrieve(queries, 4)
+    chunked = ISORetriever(graph, x, log_phi, query_chunk=2, **CFG).retrieve(queries, 4)
+    single = [ISORetriever(graph, x, log_phi, **CFG).retrieve(queries.slice(i, i + 1), 4).indices for i in range(9)]
+    assert torch.equal(whole.indices, chunked.indices) and torch.equal(whole.indices, torch.cat(single))
+    assert torch.allclose(whole.scores, chunked.scores)
+
+
+def test_ablation_modes_change_only_the_pruning():
+    graph, x, qe, log_phi = random_world()
+    queries = Queries([""] * qe.size(0), qe)
+    uniform = ISORetriever(graph, x, log_phi, phi_mode="uniform", **CFG).retrieve(queries, 5)
+    assert uniform.stats["removed_edges"] == 0
+    nothing_pruned = ISORetriever(graph, x, log_phi, **{**CFG, "beta": 1e-12}).retrieve(queries, 5)
+    assert torch.equal(uniform.indices, nothing_pruned.indices)
+    shuffled = ISORetriever(graph, x, log_phi, phi_mode="shuffled", seed=1, **CFG)
+    assert sorted(shuffled.log_phi.tolist()) == sorted(log_phi.tolist())
+    random_phi = ISORetriever(graph, x, log_phi, phi_mode="random", seed=1, **CFG)
+    assert not torch.equal(random_phi.log_phi, log_phi)
+
+
+def test_traces_describe_the_local_graph():
+    graph, x, qe, log_phi = random_world(q=2)
+    result = ISORetriever(graph, x, log_phi, **CFG).retrieve(Queries(["a", "b"], qe), 5, trace=True)
+    t = result.traces[0]
+    assert len(t["seeds"]) == 3 and set(t["seeds"]) <= set(t["candidates"])
+    assert [i for i, _ in t["top"]] == result.indices[0].tolist()
+    assert abs(sum(t["ppr"].values()) - 1.0) < 1e-4
+    assert len(t["kept_edges"]) + len(t["pruned_edges"]) > 0
+
+
+def test_edge_cases_k_seeds_without_edges_single_passage():
+    graph, x, qe, log_phi = random_world(n=6, e=0)
+    retriever = ISORetriever(graph, x, log_phi, **CFG)
+    res = retriever.retrieve(Queries([""] * qe.size(0), qe), k=50)  # k larger than the corpus
+    assert res.indices.shape == (qe.size(0), 6)
+    dense = DenseRetriever(x).retrieve(Queries([""] * qe.size(0), qe), 6)
+    assert torch.equal(res.indices, dense.indices)  # no edges: PPR is the teleport, dense order wins
+    one = ISORetriever(Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=1), x[:1], log_phi[:1], **CFG)
+    assert one.retrieve(Queries(["q"], qe[:1]), 10).indices.tolist() == [[0]]
+
+
+def test_bad_inputs_give_clear_errors():
+    graph, x, qe, log_phi = random_world()
+    with pytest.raises(ValueError, match="NaN"):
+        ISORetriever(graph, x * float("nan"), log_phi)
+    with pytest.raises(ValueError, match="log_phi has"):
+        ISORetriever(graph, x, log_phi[:3])
+    with pytest.raises(ValueError, match="beta"):
+        ISORetriever(graph, x, log_phi, beta=1.5)
+    with pytest.raises(ValueError, match="non-empty"):
+        ISORetriever(Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=0), x[:0], log_phi[:0])
+    retriever = ISORetriever(graph, x, log_phi)
+    with pytest.raises(ValueError, match="query embeddings have size"):
+        retriever.retrieve(Queries(["q"], torch.randn(1, 3)), 5)
+    with pytest.raises(ValueError, match="NaN"):
+        retriever.retrieve(Queries(["q"], torch.full((1, 8), float("nan"))), 5)
+    with pytest.raises(ValueError, match="k must be"):
+        retriever.retrieve(Queries(["q"], qe[:1]), 0)
+    with pytest.raises(ValueError, match="one embedding row per query"):
+        Queries(["a", "b"], qe[:1])
+
+
+def test_deterministic_rankings():
+    graph, x, qe, log_phi = random_world()
+    queries = Queries([""] * qe.size(0), qe)
+    a = ISORetriever(graph, x, log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
+    b = ISORetriever(graph, x, log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
+    assert torch.equal(a.indices, b.indices) and torch.equal(a.scores, b.scores)
+
+
+def test_dense_and_global_ppr_baselines():
+    graph, x, qe, _ = random_world()
+    queries = Queries([""] * qe.size(0), qe)
+    dense = DenseRetriever(x, query_chunk=2).retrieve(queries, 5)
+    assert torch.equal(dense.indices, (qe @ x.t()).topk(5, dim=1).indices)
+    ppr = GlobalPPRRetriever(graph, x, num_seeds=3, alpha=0.6, tau=5.0, tol=1e-9, max_iter=500).retrieve(queries, 5)
+    index = GraphIndex(graph.edge_index, x)
+    for q in range(qe.size(0)):
+        s = qe[q] @ x.t()
+        seeds = s.topk(3)
+        r = torch.zeros(x.size(0))
+        r[seeds.indices] = torch.softmax(5.0 * seeds.values, 0)
+        pi = personalized_pagerank(index.edge_index, r, 0.6, tol=1e-9, max_iter=500).pi.squeeze(1)
+        assert set(ppr.indices[q].tolist()) == set(pi.topk(5).indices.tolist())
+
+
+def test_bm25_ranks_lexical_matches_first():
+    texts = ["the cat sat on the mat", "dogs bark loudly", "a cat and a dog", "quantum physics lecture"]
+    bm25 = BM25Retriever(texts)
+    res = bm25.retrieve(Queries(["cat mat", "quantum"], torch.zeros(2, 1)), k=2)
+    assert res.indices[0, 0].item() == 0 and res.indices[1, 0].item() == 3
+    assert bm25.retrieve(Queries(["cat"], torch.zeros(1, 1)), k=10).indices.shape == (1, 4)
