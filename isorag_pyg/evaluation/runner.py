@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ def retriever_configs(cfg: DictConfig) -> list[DictConfig]:
     return [compose(config_name="eval", overrides=[f"retriever={name}"]).retriever for name in cfg.compare]
 
 
-def _ball_provider(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path):
+def ball_provider(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path):
     @lru_cache(maxsize=1)
     def ball():
         path = cfg.get("ball_embeddings")
@@ -101,10 +102,18 @@ def _question_position(bundle: CorpusBundle, wanted: Any) -> int:
     raise ValueError(f"case_study={wanted!r} is neither a question id nor a question index")
 
 
-def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
-    """Evaluate the configured retriever(s); writes ``metrics.json`` (and ``metrics_out``)."""
-    out_dir = Path(cfg.paths.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+@dataclass
+class EvaluationInputs:
+    """Everything a retriever is scored on: corpus bundle, encoded queries, gold rows."""
+
+    bundle: CorpusBundle
+    queries: Queries
+    gold: list[set[int]]
+    encode_ms_per_query: float
+
+
+def prepare_evaluation(cfg: DictConfig) -> EvaluationInputs:
+    """Load, embed and build the graph; encode the (first ``max_questions``) questions."""
     bundle = prepare_corpus(cfg)
     questions = bundle.eval.questions[: cfg.max_questions] if cfg.get("max_questions") else bundle.eval.questions
     bundle.eval.questions = questions
@@ -114,7 +123,17 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     start = time.perf_counter()
     queries = Queries([q.text for q in questions], encoder.encode([q.text for q in questions]))
     encode_ms = 1000.0 * (time.perf_counter() - start) / len(questions)
-    ball = _ball_provider(cfg, bundle, out_dir)
+    return EvaluationInputs(bundle, queries, gold, encode_ms)
+
+
+def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
+    """Evaluate the configured retriever(s); writes ``metrics.json`` (and ``metrics_out``)."""
+    out_dir = Path(cfg.paths.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    inputs = prepare_evaluation(cfg)
+    bundle, queries, gold, encode_ms = inputs.bundle, inputs.queries, inputs.gold, inputs.encode_ms_per_query
+    questions = bundle.eval.questions
+    ball = ball_provider(cfg, bundle, out_dir)
     results = {rcfg.name: evaluate_retriever(rcfg, cfg, bundle, queries, gold, ball, out_dir) for rcfg in retriever_configs(cfg)}
     primary = next(iter(results.values()))
     summary = {

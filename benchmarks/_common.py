@@ -1,0 +1,45 @@
+"""Helpers shared by the benchmark scripts: compose configs and prepare datasets once."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = str(REPO / "conf")
+RESULTS = REPO / "benchmarks" / "results"
+DATA_DIR = os.environ.get("ISORAG_DATA_DIR", str(REPO.parent / "shared" / "datasets"))
+
+
+def eval_config(*overrides: str) -> DictConfig:
+    """The ``eval`` config with overrides (no hydra run directory: output goes to a temp dir)."""
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose("eval", overrides=[f"paths.output_dir={tempfile.mkdtemp(prefix='isorag-bench-')}",
+                                         f"dataset.data_dir={DATA_DIR}", "encoder.show_progress=false", *overrides])
+    return cfg
+
+
+def retriever_config(name: str, **overrides: Any) -> DictConfig:
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        rcfg = compose("eval", overrides=[f"retriever={name}", "paths.output_dir=."]).retriever
+    return OmegaConf.merge(rcfg, overrides)
+
+
+def machine() -> dict[str, Any]:
+    return {"cpu_count": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "python": platform.python_version()}
+
+
+def write_json(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / name
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
+    print(f"wrote {path}")
+    return path

@@ -1,0 +1,74 @@
+"""Tune ISO-RAG's knobs on the TRAINING questions of each shared dataset (split=train, each over
+its own corpus), never on the dev questions that the quality benchmark reports.
+
+    python benchmarks/tune_iso.py [--datasets musique hotpotqa 2wikimultihopqa] [--graphs leakfree title_mention]
+
+Prints the best settings by mean Recall@5 over the datasets and writes
+benchmarks/results/tuning.json. The chosen values are recorded in conf/retriever/iso.yaml.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import tempfile
+from pathlib import Path
+
+from _common import eval_config, retriever_config, write_json
+
+from isorag_pyg.evaluation.metrics import retrieval_metrics
+from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
+from isorag_pyg.retrieval.factory import build_retriever
+
+GRID = {
+    "alpha": [0.5, 0.85],
+    "lambda_graph": [0.3, 0.5, 0.7],
+    "beta": [0.1, 0.3, 0.5, 0.7, 0.9],
+    "num_seeds": [3, 5],
+    "over_retrieval": [2.0, 5.0],
+    "p": [1.0, 4.0],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
+    parser.add_argument("--graphs", nargs="+", default=["leakfree", "title_mention"])
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    keys = list(GRID)
+    rows = []
+    for dataset in args.datasets:
+        for graph in args.graphs:
+            cfg = eval_config(f"dataset={dataset}", f"graph={graph}", "split=train")
+            inputs = prepare_evaluation(cfg)
+            ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
+            for name in ("dense", "ppr"):
+                result = build_retriever(retriever_config(name), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
+                rows.append({"dataset": dataset, "graph": graph, "retriever": name, **retrieval_metrics(result.indices, inputs.gold)})
+            for values in itertools.product(*GRID.values()):
+                setting = dict(zip(keys, values))
+                rcfg = retriever_config("iso", **setting, lambda_dense=1.0 - setting["lambda_graph"])
+                result = build_retriever(rcfg, inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
+                rows.append({"dataset": dataset, "graph": graph, "retriever": "iso", **setting,
+                             **retrieval_metrics(result.indices, inputs.gold)})
+            print(f"{dataset}/{graph}: {len(inputs.queries)} training questions done", flush=True)
+    by_setting: dict[tuple, list[float]] = {}
+    for row in rows:
+        if row["retriever"] == "iso":
+            by_setting.setdefault((row["graph"], *(row[k] for k in keys)), []).append(row["recall@5"])
+    ranked = sorted(((sum(v) / len(v), k) for k, v in by_setting.items() if len(v) == len(args.datasets)), reverse=True)
+    print("best settings by mean recall@5 on the training questions:")
+    for score, setting in ranked[:10]:
+        print(f"  {score:.4f}  graph={setting[0]} " + " ".join(f"{k}={v}" for k, v in zip(keys, setting[1:])))
+    for graph in args.graphs:
+        for name in ("dense", "ppr"):
+            vals = [r["recall@5"] for r in rows if r["graph"] == graph and r["retriever"] == name]
+            print(f"  baseline {name:5s} graph={graph}: {sum(vals) / len(vals):.4f}")
+    best = ranked[0][1]
+    write_json("tuning.json", {"protocol": "split=train (training questions over their own corpus); dev untouched",
+                               "grid": GRID, "best": {"graph": best[0], **dict(zip(keys, best[1:]))}, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
