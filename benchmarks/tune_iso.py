@@ -22,11 +22,10 @@ from isorag_pyg.retrieval.factory import build_retriever
 
 GRID = {
     "alpha": [0.5, 0.85],
-    "lambda_graph": [0.3, 0.5, 0.7],
-    "beta": [0.1, 0.3, 0.5, 0.7, 0.9],
-    "num_seeds": [3, 5],
-    "over_retrieval": [2.0, 5.0],
+    "lambda_graph": [0.5, 0.7, 0.9],
+    "beta": [0.05, 0.1, 0.3, 0.5],
     "p": [1.0, 4.0],
+    "hops": [1, 2],
 }
 
 

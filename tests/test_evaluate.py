@@ -44,6 +44,14 @@ def test_compare_writes_metrics_traces_and_case_study(tmp_path):
     assert summary["retrievers"]["dense"]["recall@10"] >= summary["retrievers"]["dense"]["recall@5"]
 
 
+def test_f_theta_is_trained_once_then_cached(tmp_path):
+    cache = f"encoder.cache_dir={tmp_path / 'cache'}"
+    evaluate(tmp_path / "a", "traces=false", cache)
+    evaluate(tmp_path / "b", "traces=false", cache)
+    assert len(list((tmp_path / "cache").glob("ball-*.pt"))) == 1
+    assert (tmp_path / "a" / "f_theta").is_dir() and not (tmp_path / "b" / "f_theta").exists()
+
+
 def test_leaky_graph_is_labelled(tmp_path):
     summary = evaluate(tmp_path, "graph=context_cooccurrence", "retriever=dense", "traces=false")
     assert summary["leak"] is True and "leak" in summary["leak_note"]

@@ -19,7 +19,8 @@ from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.pipeline import CorpusBundle, build_encoder, device_of, prepare_corpus
 from isorag_pyg.retrieval.factory import build_retriever, synchronize
 from isorag_pyg.retrieval.types import Queries, RetrievalResult
-from isorag_pyg.training.run import fit_f_theta, load_ball_embeddings
+from isorag_pyg.encoders.cache import cache_key, default_cache_dir
+from isorag_pyg.training.run import corpus_hash, fit_f_theta, load_ball_embeddings, save_ball_embeddings
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +33,38 @@ def retriever_configs(cfg: DictConfig) -> list[DictConfig]:
 
 
 def ball_provider(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path):
+    """Lazily supplies (z, curvature): from ``cfg.ball_embeddings``, else f_θ trained on this
+    graph once and cached (keyed by corpus, graph and training config), so sweeps reuse it."""
+
     @lru_cache(maxsize=1)
     def ball():
-        path = cfg.get("ball_embeddings")
-        if path:
-            return load_ball_embeddings(path, bundle)
+        if cfg.get("ball_embeddings"):
+            return load_ball_embeddings(cfg.ball_embeddings, bundle)
+        cached = f_theta_cache_path(cfg, bundle)
+        if cached is not None and cached.is_file():
+            try:
+                return load_ball_embeddings(cached, bundle)
+            except Exception as err:  # unreadable cache: retrain
+                log.warning("discarding unusable f_θ cache %s (%s)", cached, err)
         log.info("no ball_embeddings given: training f_θ on this graph first")
-        _, encoder, _ = fit_f_theta(cfg, bundle, out_dir / "f_theta")
-        return encoder.embed_all(bundle.graph.x.float()), encoder.curvature
+        _, encoder, best = fit_f_theta(cfg, bundle, out_dir / "f_theta")
+        z = encoder.embed_all(bundle.graph.x.float())
+        if cached is not None:
+            save_ball_embeddings(cached, z, encoder.curvature, bundle, best)
+        return z, encoder.curvature
 
     return ball
+
+
+def f_theta_cache_path(cfg: DictConfig, bundle: CorpusBundle) -> Path | None:
+    directory = cfg.encoder.get("cache_dir", "default")
+    if directory is None:
+        return None
+    directory = default_cache_dir() if directory == "default" else Path(directory)
+    parts = [corpus_hash(bundle), json.dumps(OmegaConf.to_container(cfg.graph, resolve=True), sort_keys=True)]
+    parts += [json.dumps(OmegaConf.to_container(cfg[k], resolve=True), sort_keys=True) for k in ("model", "data", "trainer")]
+    parts.append(str(cfg.seed))
+    return directory / f"ball-{cache_key('f_theta', parts)[:40]}.pt"
 
 
 def _timed_retrieve(retriever, queries: Queries, k: int, device) -> tuple[RetrievalResult, float]:

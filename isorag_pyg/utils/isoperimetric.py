@@ -86,10 +86,11 @@ def two_hop_shell_pairs(
 
 def _shell_block(src: Tensor, mid: Tensor, rowptr: Tensor, col: Tensor, n: int) -> tuple[Tensor, Tensor]:
     position, far = expand_neighbors(rowptr, col, mid)
-    keys = torch.unique(src[position] * n + far)
+    keys = torch.unique(src[position] * n + far)  # sorted
     one_hop = src * n + mid  # sorted: the edge list is in CSR order
+    slot = torch.searchsorted(one_hop, keys).clamp_max(one_hop.numel() - 1)
     u, w = keys // n, keys % n
-    keep = (u != w) & ~torch.isin(keys, one_hop)
+    keep = (u != w) & (one_hop[slot] != keys)
     return u[keep], w[keep]
 
 
@@ -122,12 +123,12 @@ def log_isoperimetric_profile(
     edge_index = clean_edge_index(edge_index.to(log_vol.device), n)
     row, col = edge_index
     closed = torch.logaddexp(scatter_logsumexp(log_vol[col], row, n), log_vol)
-    shell_parts = [(u, log_vol[w]) for u, w in two_hop_shell_pairs(edge_index, n, path_budget)]
-    if shell_parts:
-        u = torch.cat([p[0] for p in shell_parts])
-        shell = scatter_logsumexp(torch.cat([p[1] for p in shell_parts]), u, n)
-    else:
-        shell = torch.full_like(log_vol, float("-inf"))
+    shell = torch.full_like(log_vol, float("-inf"))
+    for u, w in two_hop_shell_pairs(edge_index, n, path_budget):
+        # blocks partition the sources, so each block's sums are final: memory stays O(path_budget)
+        first = int(u[0]) if u.numel() else 0
+        block = scatter_logsumexp(log_vol[w], u - first, int(u[-1]) - first + 1 if u.numel() else 0)
+        shell[first : first + block.numel()] = block
     return shell - torch.logaddexp(closed, torch.full_like(closed, math.log(eps)))
 
 
