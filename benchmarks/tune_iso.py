@@ -20,19 +20,22 @@ from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
 from isorag_pyg.retrieval.factory import build_retriever
 
+# Round 1 (results/tuning_round1.json: graphs leakfree and title_mention, hops 1-2, shell_floor 0) found
+# title_mention best, hops=2 no better than 1, and pruning costly because empty 2-hop shells give φ = 0;
+# round 2 adds shell_floor.
 GRID = {
     "alpha": [0.5, 0.85],
-    "lambda_graph": [0.5, 0.7, 0.9],
-    "beta": [0.05, 0.1, 0.3, 0.5],
+    "lambda_graph": [0.5, 0.9],
+    "beta": [0.01, 0.05, 0.1, 0.3],
     "p": [1.0, 4.0],
-    "hops": [1, 2],
+    "shell_floor": [0.0, 1.0, 8.0],
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
-    parser.add_argument("--graphs", nargs="+", default=["leakfree", "title_mention"])
+    parser.add_argument("--graphs", nargs="+", default=["title_mention"])
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     keys = list(GRID)

@@ -74,5 +74,7 @@ def test_split_train_and_unknown_names(tmp_path):
     assert summary["split"] == "train" and summary["dataset"] == "synthetic-train"
     with pytest.raises(Exception, match="nope"):
         evaluate(tmp_path, "retriever=nope")
+    with pytest.raises(Exception, match="nonexistent"):
+        evaluate(tmp_path, "dataset=nonexistent")
     with pytest.raises(ValueError, match="case_study"):
         evaluate(tmp_path, "case_study=999", "traces=true")

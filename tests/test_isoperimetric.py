@@ -12,7 +12,7 @@ from conftest import DEVICES
 from isorag_pyg.utils import isoperimetric_keep_mask, log_conformal_factor, log_isoperimetric_profile, log_volume
 
 
-def brute_force_phi(n: int, edges: list[tuple[int, int]], vol: list[float], eps: float) -> list[float]:
+def brute_force_phi(n: int, edges: list[tuple[int, int]], vol: list[float], eps: float, shell_eps: float = 0.0) -> list[float]:
     nbrs = {u: set() for u in range(n)}
     for u, v in edges:
         if u != v:
@@ -21,7 +21,7 @@ def brute_force_phi(n: int, edges: list[tuple[int, int]], vol: list[float], eps:
     for u in range(n):
         closed = {u} | nbrs[u]
         shell = {w for v in nbrs[u] for w in nbrs[v]} - closed
-        out.append(sum(vol[w] for w in shell) / (sum(vol[w] for w in closed) + eps))
+        out.append((sum(vol[w] for w in shell) + shell_eps) / (sum(vol[w] for w in closed) + eps))
     return out
 
 
@@ -33,16 +33,18 @@ def graphs(draw):
     edges = pairs if directed else pairs + [(v, u) for u, v in pairs]
     vol = draw(st.lists(st.floats(0.1, 10.0), min_size=n, max_size=n))
     budget = draw(st.sampled_from([1, 3, 1 << 24]))
-    return n, edges, vol, budget
+    shell_eps = draw(st.sampled_from([0.0, 0.5]))
+    return n, edges, vol, budget, shell_eps
 
 
 @settings(max_examples=150, deadline=None)
 @given(graphs())
 def test_matches_brute_force(graph):
-    n, edges, vol, budget = graph
+    n, edges, vol, budget, shell_eps = graph
     ei = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
-    got = log_isoperimetric_profile(ei, torch.tensor(vol, dtype=torch.float64).log(), eps=1e-3, path_budget=budget).exp()
-    want = torch.tensor(brute_force_phi(n, edges, vol, 1e-3), dtype=torch.float64)
+    log_vol = torch.tensor(vol, dtype=torch.float64).log()
+    got = log_isoperimetric_profile(ei, log_vol, eps=1e-3, path_budget=budget, shell_eps=shell_eps).exp()
+    want = torch.tensor(brute_force_phi(n, edges, vol, 1e-3, shell_eps), dtype=torch.float64)
     assert torch.allclose(got, want, rtol=1e-9, atol=1e-12)
 
 
@@ -117,6 +119,8 @@ def test_beta_outside_unit_interval(beta):
 def test_bad_inputs():
     with pytest.raises(ValueError, match="eps"):
         log_isoperimetric_profile(torch.tensor([[0], [1]]), torch.zeros(2), eps=0)
+    with pytest.raises(ValueError, match="shell_eps"):
+        log_isoperimetric_profile(torch.tensor([[0], [1]]), torch.zeros(2), shell_eps=-1.0)
     with pytest.raises(ValueError, match="refers to node"):
         log_isoperimetric_profile(torch.tensor([[0], [5]]), torch.zeros(2))
 

@@ -33,6 +33,18 @@ def test_from_ball_coordinates_matches_profile(device):
     assert torch.allclose(out.log_phi.cpu(), lp) and out.phi.device.type == device
 
 
+def test_shell_floor_makes_empty_shells_finite():
+    z = torch.zeros(4, 2)  # every volume is 2**p
+    data = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), z=z, num_nodes=4)  # node 3 isolated
+    plain = IsoperimetricFilter(beta=0.1, p=3.0)(data)
+    assert torch.isneginf(plain.log_phi[[1, 3]]).all()
+    floored = IsoperimetricFilter(beta=0.1, p=3.0, shell_floor=1.0)(data)
+    # node 1: empty shell + one origin volume over its closed set of three origin volumes
+    assert floored.phi[1].item() == pytest.approx(1 / 3, rel=1e-6)
+    assert floored.phi[0].item() == pytest.approx(2 / 2, rel=1e-6)  # shell {2} + floor over {0, 1}
+    assert torch.isfinite(floored.log_phi).all()
+
+
 def test_precomputed_phi_and_aligned_edge_attributes():
     out = IsoperimetricFilter(beta=0.5, phi="phi")(path_data(phi=torch.tensor([1.0, 1.0, 0.4, 0.4])))
     assert kept(out) == {(0, 1), (1, 0), (2, 3), (3, 2)}
@@ -88,7 +100,8 @@ def test_repr():
 
 @pytest.mark.parametrize(
     "kwargs,match",
-    [({"beta": 0.0}, "beta"), ({"beta": 1.2}, "beta"), ({"mode": "bogus"}, "mode"), ({"phi": "x"}, "phi"), ({"eps": 0}, "eps")],
+    [({"beta": 0.0}, "beta"), ({"beta": 1.2}, "beta"), ({"mode": "bogus"}, "mode"), ({"phi": "x"}, "phi"), ({"eps": 0}, "eps"),
+     ({"shell_floor": -1.0}, "shell_floor")],
 )
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -75,3 +75,19 @@ def test_hard_negatives_and_wandb_offline(tmp_path, monkeypatch):
     cfg = compose_train(tmp_path, "trainer.max_epochs=1", "model.hard_negatives=true", "data.num_negatives=4", "logger=wandb")
     assert run_training(cfg)["val/triplet_acc"] >= 0.0
     assert list(tmp_path.rglob("offline-run-*"))
+
+
+def test_datamodule_rejects_bad_graphs():
+    from torch_geometric.data import Data
+
+    from isorag_pyg.training import GraphTripletDataModule
+
+    ei = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    with pytest.raises(ValueError, match="NaN"):
+        GraphTripletDataModule(Data(x=torch.full((4, 2), float("nan")), edge_index=ei)).setup()
+    with pytest.raises(ValueError, match="no edges"):
+        GraphTripletDataModule(Data(x=torch.randn(4, 2), edge_index=torch.empty(2, 0, dtype=torch.long))).setup()
+    with pytest.raises(ValueError, match="too few"):
+        GraphTripletDataModule(Data(x=torch.randn(2, 2), edge_index=torch.tensor([[0, 1], [1, 0]]))).setup()
+    with pytest.raises(ValueError, match="val_fraction"):
+        GraphTripletDataModule(Data(x=torch.randn(4, 2), edge_index=ei), val_fraction=0.0)

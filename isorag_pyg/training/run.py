@@ -20,7 +20,7 @@ from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.pipeline import CorpusBundle, prepare_corpus
 from isorag_pyg.training.datamodule import GraphTripletDataModule
 from isorag_pyg.training.module import HyperbolicEmbeddingModule
-from isorag_pyg.utils.isoperimetric import log_isoperimetric_profile, log_volume
+from isorag_pyg.utils.isoperimetric import log_isoperimetric_profile, log_volume, origin_volume
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     metrics, encoder, best = fit_f_theta(cfg, bundle, out_dir)
     metrics = {**metrics, "leak": bundle.leak, **{f"graph/{k}": v for k, v in bundle.stats.items()}}
     z = encoder.embed_all(bundle.graph.x.float())
-    log_phi = log_isoperimetric_profile(bundle.graph.edge_index, log_volume(z, cfg.phi.p, encoder.curvature), cfg.phi.eps)
+    shell_eps = cfg.phi.get("shell_floor", 0.0) * origin_volume(cfg.phi.p)
+    log_phi = log_isoperimetric_profile(bundle.graph.edge_index, log_volume(z, cfg.phi.p, encoder.curvature), cfg.phi.eps, shell_eps=shell_eps)
     ball_path = (out_dir / "checkpoints" if best else out_dir) / BALL_FILE
     save_ball_embeddings(ball_path, z, encoder.curvature, bundle, best, log_phi=log_phi, p=cfg.phi.p, eps=cfg.phi.eps)
     (out_dir / "train_metrics.json").write_text(json.dumps(metrics, indent=2))

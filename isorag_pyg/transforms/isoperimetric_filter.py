@@ -11,7 +11,13 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from isorag_pyg.utils.isoperimetric import check_beta, isoperimetric_keep_mask, log_isoperimetric_profile, log_volume
+from isorag_pyg.utils.isoperimetric import (
+    check_beta,
+    isoperimetric_keep_mask,
+    log_isoperimetric_profile,
+    log_volume,
+    origin_volume,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +42,10 @@ class IsoperimetricFilter(BaseTransform):
             between equal profiles, values near ``0`` keep almost all. (default: :obj:`0.5`)
         p (float, optional): the volume exponent, :math:`v(u) = \lambda(z_u)^p`. (default: :obj:`2.0`)
         eps (float, optional): :math:`\epsilon` added to :math:`V(S_u)`. (default: :obj:`1e-8`)
+        shell_floor (float, optional): added to :math:`V(\partial S_u)` in units of the volume
+            of a node at the origin (:math:`2^p`), so nodes with an empty 2-hop shell get a
+            finite profile; ``0`` is the plain definition (empty shell: :math:`\varphi = 0`).
+            Used with ``phi="z"``. (default: :obj:`0.0`)
         phi (str or callable, optional): where :math:`\varphi` comes from: ``"z"`` computes it
             from the ball coordinates in ``data[z_attr]``; ``"phi"`` reads a precomputed
             ``data.log_phi`` (or ``data.phi``); a callable maps the data to :math:`\varphi`
@@ -65,6 +75,7 @@ class IsoperimetricFilter(BaseTransform):
         beta: float = 0.5,
         p: float = 2.0,
         eps: float = 1e-8,
+        shell_floor: float = 0.0,
         phi: PhiSource = "z",
         mode: str = "real",
         curvature: float = 1.0,
@@ -78,7 +89,9 @@ class IsoperimetricFilter(BaseTransform):
             raise ValueError(f"phi must be 'z', 'phi' or a callable, got {phi!r}")
         if eps <= 0:
             raise ValueError(f"eps must be > 0, got {eps}")
-        self.beta, self.p, self.eps, self.phi = beta, p, eps, phi
+        if shell_floor < 0:
+            raise ValueError(f"shell_floor must be >= 0, got {shell_floor}")
+        self.beta, self.p, self.eps, self.phi, self.shell_floor = beta, p, eps, phi, shell_floor
         self.mode, self.curvature, self.z_attr, self.seed = mode, curvature, z_attr, seed
 
     def real_log_phi(self, data: Data) -> Tensor:
@@ -97,7 +110,8 @@ class IsoperimetricFilter(BaseTransform):
         if self.z_attr not in data:
             raise ValueError(f"phi='z' needs ball coordinates in data.{self.z_attr}")
         z = data[self.z_attr]
-        return log_isoperimetric_profile(data.edge_index, log_volume(z, self.p, self.curvature), self.eps)
+        return log_isoperimetric_profile(data.edge_index, log_volume(z, self.p, self.curvature), self.eps,
+                                         shell_eps=self.shell_floor * origin_volume(self.p))
 
     def ablated_log_phi(self, data: Data) -> Tensor:
         """:math:`\\log\\varphi` after the configured ablation ``mode``."""

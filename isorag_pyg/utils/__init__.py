@@ -6,6 +6,7 @@ from isorag_pyg.utils.isoperimetric import (
     log_conformal_factor,
     log_isoperimetric_profile,
     log_volume,
+    origin_volume,
     scatter_logsumexp,
     two_hop_shell_pairs,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "log_conformal_factor",
     "log_isoperimetric_profile",
     "log_volume",
+    "origin_volume",
     "scatter_logsumexp",
     "two_hop_shell_pairs",
 ]

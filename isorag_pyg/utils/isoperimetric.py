@@ -40,6 +40,12 @@ def log_volume(z: Tensor, p: float = 1.0, c: float = 1.0) -> Tensor:
     return p * log_conformal_factor(z, c)
 
 
+def origin_volume(p: float) -> float:
+    r"""Volume :math:`\lambda(0)^p = 2^p` of a node at the origin (any curvature): the unit of
+    ``shell_floor``."""
+    return 2.0**p
+
+
 def scatter_logsumexp(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
     """``log(sum(exp(src)))`` per group of ``index``; empty groups give ``-inf``."""
     out = torch.full((dim_size,), float("-inf"), dtype=src.dtype, device=src.device)
@@ -99,6 +105,7 @@ def log_isoperimetric_profile(
     log_vol: Tensor,
     eps: float = 1e-8,
     path_budget: int = DEFAULT_PATH_BUDGET,
+    shell_eps: float = 0.0,
 ) -> Tensor:
     r"""Return :math:`\log\varphi_u` for every node (``-inf`` where the 2-hop shell is empty).
 
@@ -107,6 +114,10 @@ def log_isoperimetric_profile(
         log_vol: ``[N]`` per-node log-volumes, e.g. from :func:`log_volume`.
         eps: the :math:`\epsilon` added to :math:`V(S_u)` (default: ``1e-8``).
         path_budget: 2-paths expanded per block (default: ``2**24``).
+        shell_eps: a volume added to :math:`V(\partial S_u)`, so that an empty shell gives a
+            small positive :math:`\varphi` instead of 0 (:math:`\log\varphi = -\infty`, which
+            fails the ratio test against every non-empty neighbour). ``0`` is the plain
+            definition. (default: ``0.0``)
 
     Example:
         >>> import torch
@@ -116,6 +127,8 @@ def log_isoperimetric_profile(
     """
     if eps <= 0:
         raise ValueError(f"eps must be > 0, got {eps}")
+    if shell_eps < 0:
+        raise ValueError(f"shell_eps must be >= 0, got {shell_eps}")
     log_vol = log_vol.double()
     n = log_vol.numel()
     if edge_index.numel() and int(edge_index.max()) >= n:
@@ -129,6 +142,8 @@ def log_isoperimetric_profile(
         first = int(u[0]) if u.numel() else 0
         block = scatter_logsumexp(log_vol[w], u - first, int(u[-1]) - first + 1 if u.numel() else 0)
         shell[first : first + block.numel()] = block
+    if shell_eps > 0:
+        shell = torch.logaddexp(shell, torch.full_like(shell, math.log(shell_eps)))
     return shell - torch.logaddexp(closed, torch.full_like(closed, math.log(eps)))
 
 
