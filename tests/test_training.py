@@ -50,13 +50,13 @@ def test_fast_dev_run_writes_ball_coordinates(tmp_path):
 
 
 def test_training_learns_geometry_and_resumes(tmp_path):
-    cfg = compose_train(tmp_path, "trainer.max_epochs=15", small=False)  # the embedded default corpus
+    cfg = compose_train(tmp_path, "trainer.max_epochs=15", "graph=leakfree", small=False)  # the embedded default corpus
     metrics = run_training(cfg)
     assert metrics["val/triplet_acc"] > metrics["val/triplet_acc_untrained"] + 0.05
     assert metrics["spearman_degree_norm"] < -0.3  # hubs near the origin
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert last.is_file() and (tmp_path / "checkpoints" / BALL_FILE).is_file()
-    resumed = run_training(compose_train(tmp_path / "resumed", "trainer.max_epochs=17", f"ckpt_path={last}", small=False))
+    resumed = run_training(compose_train(tmp_path / "resumed", "trainer.max_epochs=17", "graph=leakfree", f"ckpt_path={last}", small=False))
     ckpt = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["epoch"] == 16  # continued from epoch 15, not restarted
     assert resumed["val/triplet_acc"] > metrics["val/triplet_acc_untrained"]

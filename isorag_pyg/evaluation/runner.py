@@ -17,6 +17,8 @@ from rich.table import Table
 from isorag_pyg.evaluation.case_study import plot_case_study
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.pipeline import CorpusBundle, build_encoder, device_of, prepare_corpus
+from isorag_pyg.qa.prompt import PromptTemplate
+from isorag_pyg.qa.runner import answer_questions, build_generator
 from isorag_pyg.retrieval.factory import build_retriever, synchronize
 from isorag_pyg.retrieval.types import Queries, RetrievalResult
 from isorag_pyg.encoders.cache import cache_key, default_cache_dir
@@ -94,7 +96,9 @@ def _write_traces(path: Path, bundle: CorpusBundle, result: RetrievalResult, gol
             handle.write(json.dumps(record) + "\n")
 
 
-def evaluate_retriever(rcfg: DictConfig, cfg: DictConfig, bundle: CorpusBundle, queries: Queries, gold: list[set[int]], ball, out_dir: Path) -> dict[str, Any]:
+def evaluate_retriever(
+    rcfg: DictConfig, cfg: DictConfig, bundle: CorpusBundle, queries: Queries, gold: list[set[int]], ball, out_dir: Path
+) -> tuple[dict[str, Any], RetrievalResult]:
     retriever = build_retriever(rcfg, bundle, ball)
     device = device_of(rcfg.get("device"))
     retriever.retrieve(queries.slice(0, 1), cfg.k)  # warm-up, not timed
@@ -113,6 +117,17 @@ def evaluate_retriever(rcfg: DictConfig, cfg: DictConfig, bundle: CorpusBundle, 
             q = _question_position(bundle, cfg.case_study)
             plot_case_study(traced.traces[q], gold[q], [p.title for p in bundle.eval.corpus], bundle.eval.questions[q].text,
                             out_dir / f"case_study_{rcfg.name}.png")
+    return metrics, result
+
+
+def answer_with_llm(cfg: DictConfig, bundle: CorpusBundle, result: RetrievalResult, out_dir: Path) -> dict[str, Any]:
+    """Ask ``cfg.qa``'s generator each question with its top ``qa.top_k`` passages; EM/F1/prompt tokens."""
+    generator = build_generator(cfg.qa, out_dir)
+    template = PromptTemplate(**OmegaConf.to_container(cfg.qa.template, resolve=True))
+    passages = [[bundle.eval.corpus[i] for i in row[: cfg.qa.top_k]] for row in result.indices.tolist()]
+    metrics, rows = answer_questions(generator, template, bundle.eval.questions, passages)
+    with (out_dir / "qa_predictions.jsonl").open("w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
     return metrics
 
 
@@ -157,8 +172,13 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     bundle, queries, gold, encode_ms = inputs.bundle, inputs.queries, inputs.gold, inputs.encode_ms_per_query
     questions = bundle.eval.questions
     ball = ball_provider(cfg, bundle, out_dir)
-    results = {rcfg.name: evaluate_retriever(rcfg, cfg, bundle, queries, gold, ball, out_dir) for rcfg in retriever_configs(cfg)}
+    results, primary_result = {}, None
+    for rcfg in retriever_configs(cfg):
+        results[rcfg.name], result = evaluate_retriever(rcfg, cfg, bundle, queries, gold, ball, out_dir)
+        primary_result = primary_result or result
     primary = next(iter(results.values()))
+    if cfg.get("qa"):
+        primary.update(answer_with_llm(cfg, bundle, primary_result, out_dir))
     summary = {
         **{k: v for k, v in primary.items() if k != "config"},
         "retriever": next(iter(results)),

@@ -1,0 +1,73 @@
+"""A small OpenAI-compatible chat-completions server on 127.0.0.1 with scripted failures."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeLLM:
+    """``failures[question] = ["429", "500", "timeout", "malformed", ...]`` are served in order
+    before a real answer; ``answers[question]`` is the answer (default ``"answer to <question>"``)."""
+
+    def __init__(self, failures: dict[str, list[str]] | None = None, answers: dict[str, str] | None = None, delay: float = 2.0):
+        self.failures = {k: list(v) for k, v in (failures or {}).items()}
+        self.answers = answers or {}
+        self.delay = delay
+        self.requests: Counter[str] = Counter()
+        self.completions: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                user = body["messages"][-1]["content"]
+                question = user.rsplit("Question: ", 1)[-1].split("\n")[0]
+                with fake.lock:
+                    fake.requests[question] += 1
+                    todo = fake.failures.get(question, [])
+                    failure = todo.pop(0) if todo else None
+                if failure == "timeout":
+                    time.sleep(fake.delay)
+                    return self._send(200, b"{}")
+                if failure in ("429", "500"):
+                    return self._send(int(failure), json.dumps({"error": {"message": failure}}).encode())
+                if failure == "malformed":
+                    return self._send(200, b"{this is not json")
+                with fake.lock:
+                    fake.completions[question] += 1
+                answer = fake.answers.get(question, f"answer to {question}")
+                payload = {
+                    "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
+                    "usage": {"prompt_tokens": len(user.split()), "completion_tokens": 3, "total_tokens": len(user.split()) + 3},
+                }
+                self._send(200, json.dumps(payload).encode())
+
+            def _send(self, status: int, data: bytes):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> "FakeLLM":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

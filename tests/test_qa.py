@@ -1,0 +1,112 @@
+"""QA: EM/F1 on known cases, and the real openai client against a local HTTP server with failures."""
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from fake_llm_server import FakeLLM
+from isorag_pyg.datasets import Passage, Question
+from isorag_pyg.evaluation.runner import run_evaluation
+from isorag_pyg.qa import GeneratorError, OpenAIChatGenerator, PromptTemplate, answer_questions, exact_match, token_f1
+
+TEMPLATE = PromptTemplate(system="Answer briefly.", user="Passages:\n{passages}\n\nQuestion: {question}\nAnswer:", passage="[{index}] {title}: {text}")
+
+
+@pytest.mark.parametrize(
+    "prediction,answers,em,f1",
+    [
+        ("The Eiffel Tower", ["Eiffel Tower"], 1.0, 1.0),  # article dropped
+        ("eiffel tower!", ["Eiffel Tower"], 1.0, 1.0),  # case, punctuation
+        ("Paris, France", ["Paris"], 0.0, 2 / 3),
+        ("Detroit", ["Detroit, Michigan", "Detroit", "Motor City"], 1.0, 1.0),  # alias
+        ("Motor", ["Motor City"], 0.0, 2 / 3),
+        ("", ["x"], 0.0, 0.0),
+        ("a", ["the"], 1.0, 1.0),  # both normalise to empty
+    ],
+)
+def test_em_f1_known_cases(prediction, answers, em, f1):
+    assert exact_match(prediction, answers) == em
+    assert token_f1(prediction, answers) == pytest.approx(f1)
+
+
+def questions(n: int) -> tuple[list[Question], list[list[Passage]]]:
+    qs = [Question(f"q{i}", f"question number {i}?", [f"answer to question number {i}?"], ["0"]) for i in range(n)]
+    return qs, [[Passage("0", "Title", f"text {i}")] for i in range(n)]
+
+
+def test_retries_lose_nothing_and_count_nothing_twice(tmp_path):
+    qs, passages = questions(12)
+    failures = {qs[0].text: ["429", "429"], qs[1].text: ["500"], qs[2].text: ["timeout"], qs[3].text: ["malformed", "500"]}
+    cache = tmp_path / "answers.jsonl"
+    with FakeLLM(failures, delay=1.5) as server:
+        gen = OpenAIChatGenerator(server.base_url, "fake", concurrency=4, max_retries=4, timeout=0.5, backoff=0.01, cache_path=cache)
+        metrics, rows = answer_questions(gen, TEMPLATE, qs, passages)
+        assert [r["id"] for r in rows] == [q.id for q in qs]
+        assert metrics["em"] == 1.0 and metrics["f1"] == 1.0 and metrics["qa_questions"] == 12
+        assert all(server.completions[q.text] == 1 for q in qs)  # each question answered once
+        assert server.requests[qs[0].text] == 3 and server.requests[qs[3].text] == 3
+        lines = [json.loads(line) for line in cache.read_text().splitlines()]
+        assert len(lines) == len({line["key"] for line in lines}) == 12
+        assert metrics["avg_prompt_tokens"] == pytest.approx(sum(r["prompt_tokens"] for r in rows) / 12)
+        # a rerun over the same cache sends nothing
+        before = sum(server.requests.values())
+        again = OpenAIChatGenerator(server.base_url, "fake", cache_path=cache)
+        assert answer_questions(again, TEMPLATE, qs, passages)[0]["em"] == 1.0
+        assert sum(server.requests.values()) == before and again.calls == 0
+
+
+def test_interrupted_run_resumes_from_a_torn_cache(tmp_path):
+    qs, passages = questions(4)
+    cache = tmp_path / "answers.jsonl"
+    with FakeLLM() as server:
+        answer_questions(OpenAIChatGenerator(server.base_url, "fake", cache_path=cache), TEMPLATE, qs[:2], passages[:2])
+        with cache.open("a") as handle:
+            handle.write('{"key": "torn')  # a crash mid-write
+        gen = OpenAIChatGenerator(server.base_url, "fake", cache_path=cache)
+        metrics, _ = answer_questions(gen, TEMPLATE, qs, passages)
+        assert gen.calls == 2 and metrics["em"] == 1.0
+        assert all(server.completions[q.text] == 1 for q in qs)
+
+
+def test_retries_exhausted_is_a_clear_error(tmp_path):
+    qs, passages = questions(1)
+    with FakeLLM({qs[0].text: ["500"] * 10}) as server:
+        gen = OpenAIChatGenerator(server.base_url, "fake", max_retries=2, backoff=0.01)
+        with pytest.raises(GeneratorError, match="after 3 attempt"):
+            answer_questions(gen, TEMPLATE, qs, passages)
+
+
+def test_unreachable_endpoint(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens here
+    gen = OpenAIChatGenerator(f"http://127.0.0.1:{port}/v1", "fake", max_retries=1, backoff=0.01, timeout=2)
+    with pytest.raises(GeneratorError, match="cannot reach"):
+        answer_questions(gen, TEMPLATE, *questions(1))
+
+
+def test_api_key_is_never_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_SECRET_KEY", "sk-very-secret")
+    qs, passages = questions(2)
+    with FakeLLM() as server:
+        gen = OpenAIChatGenerator(server.base_url, "fake", api_key_env="MY_SECRET_KEY", cache_path=tmp_path / "a.jsonl")
+        answer_questions(gen, TEMPLATE, qs, passages)
+    assert "sk-very-secret" not in (tmp_path / "a.jsonl").read_text()
+
+
+def test_evaluate_with_qa(tmp_path):
+    conf = str(Path(__file__).resolve().parents[1] / "conf")
+    with FakeLLM() as server:
+        with initialize_config_dir(config_dir=conf, version_base="1.3"):
+            cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", "dataset.generator.num_entities=60", "dataset.generator.num_hubs=2",
+                                             "dataset.generator.hub_size=15", "dataset.generator.num_questions=20", "trainer.max_epochs=2",
+                                             "retriever=dense", "traces=false", "qa=openai", f"qa.base_url={server.base_url}", "qa.backoff=0.01"])
+            summary = run_evaluation(cfg)
+    assert {"em", "f1", "avg_prompt_tokens", "recall@5"} <= set(summary)
+    assert summary["qa_questions"] == 20 and summary["avg_prompt_tokens"] > 20
+    assert len((tmp_path / "qa_predictions.jsonl").read_text().splitlines()) == 20
+    assert "usage.prompt_tokens" in summary["prompt_token_counter"]
