@@ -35,6 +35,10 @@ def main() -> None:
         for graph in args.graphs:
             cfg = eval_config(f"dataset={dataset}", f"graph={graph}")
             inputs = prepare_evaluation(cfg)
+            if inputs.bundle.stats["edges"] == 0:
+                print(f"\n{dataset} / {graph}: no edges (the question file carries no contexts); skipped", flush=True)
+                results.append({"dataset": dataset, "graph": graph, "skipped": "graph has no edges"})
+                continue
             ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
             scores = {}
             for name in RETRIEVERS:

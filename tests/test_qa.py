@@ -110,3 +110,20 @@ def test_evaluate_with_qa(tmp_path):
     assert summary["qa_questions"] == 20 and summary["avg_prompt_tokens"] > 20
     assert len((tmp_path / "qa_predictions.jsonl").read_text().splitlines()) == 20
     assert "usage.prompt_tokens" in summary["prompt_token_counter"]
+
+
+def test_evaluate_py_reports_unreachable_endpoint_cleanly(tmp_path):
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    repo = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "evaluate.py", "retriever=dense", "traces=false", "qa=openai", f"qa.base_url=http://127.0.0.1:{port}/v1",
+           "qa.max_retries=0", "dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "dataset.generator.hub_size=15",
+           "dataset.generator.num_questions=20", f"hydra.run.dir={tmp_path}", "encoder.show_progress=false"]
+    done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "evaluate.py: QA generation failed: cannot reach the generator" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -80,12 +80,18 @@ def personalized_pagerank(
         num_graphs = int(batch.max()) + 1 if n else 0
     W, dangling = transition_matrix(edge_index, n, edge_weight)
     dangling = dangling.float().unsqueeze(1)
+
+    def per_graph(values: Tensor) -> Tensor:  # [N, C] -> [num_graphs, C] sums
+        if num_graphs == 1:
+            return values.sum(0, keepdim=True)
+        return values.new_zeros(num_graphs, values.size(1)).index_add_(0, batch, values)
+
     pi = r.clone()
     converged, iterations = n == 0, 0
     while not converged and iterations < max_iter:
-        lost = scatter(pi * dangling, batch, dim=0, dim_size=num_graphs, reduce="sum")
-        new = alpha * (W @ pi + r * lost[batch]) + (1.0 - alpha) * r
-        change = scatter((new - pi).abs(), batch, dim=0, dim_size=num_graphs, reduce="sum")
+        lost = per_graph(pi * dangling)
+        new = alpha * (W @ pi + r * (lost if num_graphs == 1 else lost[batch])) + (1.0 - alpha) * r
+        change = per_graph((new - pi).abs())
         pi = new
         iterations += 1
         converged = bool(change.max() < tol)
