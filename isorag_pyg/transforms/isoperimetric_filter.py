@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from typing import Callable, Union
 
 import torch
