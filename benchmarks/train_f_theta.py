@@ -32,7 +32,7 @@ def main() -> None:
         cfg = eval_config(f"dataset={args.dataset}", f"graph={graph}", f"trainer.max_epochs={args.epochs}")
         bundle = prepare_corpus(cfg)
         start = time.perf_counter()
-        metrics, _, _ = fit_f_theta(cfg, bundle, Path(tempfile.mkdtemp()))
+        metrics = fit_f_theta(cfg, bundle, Path(tempfile.mkdtemp())).metrics
         seconds = time.perf_counter() - start
         rows.append({"graph": graph, "nodes": bundle.stats["nodes"], "edges": bundle.stats["edges"], "seconds": seconds, **metrics})
         print(f"{args.dataset}/{graph}: {bundle.stats['nodes']} nodes, {bundle.stats['edges']} edges, {seconds:.0f} s; "

@@ -87,6 +87,8 @@ def test_chunking_and_batching_do_not_change_results():
     single = [ISORetriever(graph, x, log_phi, **CFG).retrieve(queries.slice(i, i + 1), 4).indices for i in range(9)]
     assert torch.equal(whole.indices, chunked.indices) and torch.equal(whole.indices, torch.cat(single))
     assert torch.allclose(whole.scores, chunked.scores)
+    assert chunked.stats["queries"] == 9 and chunked.stats["candidates"] == whole.stats["candidates"]
+    assert chunked.stats["ppr_iterations_max"] <= CFG.get("max_iter", 50)  # a maximum over chunks, not a sum
 
 
 def test_ablation_modes_change_only_the_pruning():
@@ -144,6 +146,14 @@ def test_bad_inputs_give_clear_errors():
         Queries(["a", "b"], qe[:1])
 
 
+def test_every_retriever_rejects_an_empty_query_batch():
+    graph, x, qe, log_phi = random_world()
+    empty = Queries([], qe[:0])
+    for retriever in (ISORetriever(graph, x, log_phi), DenseRetriever(x), GlobalPPRRetriever(graph, x), BM25Retriever(["cats sit", "dogs bark"])):
+        with pytest.raises(ValueError, match="at least one query"):
+            retriever.retrieve(empty, 5)
+
+
 def test_deterministic_rankings():
     graph, x, qe, log_phi = random_world()
     queries = Queries([""] * qe.size(0), qe)
@@ -174,3 +184,5 @@ def test_bm25_ranks_lexical_matches_first():
     res = bm25.retrieve(Queries(["cat mat", "quantum"], torch.zeros(2, 1)), k=2)
     assert res.indices[0, 0].item() == 0 and res.indices[1, 0].item() == 3
     assert bm25.retrieve(Queries(["cat"], torch.zeros(1, 1)), k=10).indices.shape == (1, 4)
+    with pytest.raises(ValueError, match="no indexable terms"):
+        BM25Retriever(["a b", "the of"])

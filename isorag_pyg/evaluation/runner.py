@@ -49,11 +49,10 @@ def ball_provider(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path):
             except Exception as err:  # unreadable cache: retrain
                 log.warning("discarding unusable f_θ cache %s (%s)", cached, err)
         log.info("no ball_embeddings given: training f_θ on this graph first")
-        _, encoder, best = fit_f_theta(cfg, bundle, out_dir / "f_theta")
-        z = encoder.embed_all(bundle.graph.x.float())
+        fit = fit_f_theta(cfg, bundle, out_dir / "f_theta")
         if cached is not None:
-            save_ball_embeddings(cached, z, encoder.curvature, bundle, best)
-        return z, encoder.curvature
+            save_ball_embeddings(cached, fit.z, fit.encoder.curvature, bundle, fit.checkpoint)
+        return fit.z, fit.encoder.curvature
 
     return ball
 

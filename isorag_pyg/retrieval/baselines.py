@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.iso_retriever import teleport_weights
 from isorag_pyg.retrieval.scoring import query_chunk_size
-from isorag_pyg.retrieval.types import Queries, RetrievalResult
+from isorag_pyg.retrieval.types import Queries, RetrievalResult, check_k, retrieve_in_chunks
 from isorag_pyg.utils.ppr import personalized_pagerank
 
 
@@ -18,12 +18,6 @@ def _minmax_rows(values: Tensor) -> Tensor:
     lo, hi = values.min(dim=1, keepdim=True).values, values.max(dim=1, keepdim=True).values
     span = hi - lo
     return torch.where(span > 0, (values - lo) / span.clamp_min(1e-30), torch.zeros_like(values))
-
-
-def _check_k(k: int, n: int) -> int:
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return min(k, n)
 
 
 class DenseRetriever:
@@ -37,14 +31,13 @@ class DenseRetriever:
 
     @torch.no_grad()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
-        k = _check_k(k, self.index.num_nodes)
-        chunk = query_chunk_size(self.index.num_nodes, self.query_chunk)
-        parts = []
-        for i in range(0, len(queries), chunk):
-            top = self.index.scores(queries.embeddings[i : i + chunk]).topk(k, dim=1)
-            traces = [{"top": list(zip(ix, sc))} for ix, sc in zip(top.indices.tolist(), top.values.tolist())] if trace else None
-            parts.append(RetrievalResult(top.indices.cpu(), top.values.cpu(), {"queries": float(top.indices.size(0))}, traces))
-        return RetrievalResult.concat(parts)
+        k = check_k(k, self.index.num_nodes)
+
+        def run(part: Queries) -> RetrievalResult:
+            top = self.index.scores(part.embeddings).topk(k, dim=1)
+            return RetrievalResult.ranked(top.indices, top.values, {"queries": float(len(part))}, trace)
+
+        return retrieve_in_chunks(queries, query_chunk_size(self.index.num_nodes, self.query_chunk), run)
 
 
 class BM25Retriever:
@@ -58,16 +51,20 @@ class BM25Retriever:
         self.num_docs = len(texts)
         self.stopwords = stopwords
         self.model = bm25s.BM25(k1=k1, b=b)
-        self.model.index(bm25s.tokenize(texts, stopwords=stopwords, show_progress=False), show_progress=False)
+        tokens = bm25s.tokenize(texts, stopwords=stopwords, show_progress=False)
+        if not tokens.vocab:
+            raise ValueError("BM25 found no indexable terms in the corpus (only stopwords or one-letter words)")
+        self.model.index(tokens, show_progress=False)
 
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
-        k = _check_k(k, self.num_docs)
+        k = check_k(k, self.num_docs)
+        if len(queries) == 0:
+            raise ValueError("retrieve() needs at least one query")
         tokens = bm25s.tokenize(queries.texts, stopwords=self.stopwords, show_progress=False)
         docs, scores = self.model.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         indices = torch.as_tensor(np.asarray(docs, dtype=np.int64))
         values = torch.as_tensor(np.asarray(scores, dtype=np.float32))
-        traces = [{"top": list(zip(ix, sc))} for ix, sc in zip(indices.tolist(), values.tolist())] if trace else None
-        return RetrievalResult(indices, values, {"queries": float(len(queries))}, traces)
+        return RetrievalResult.ranked(indices, values, {"queries": float(len(queries))}, trace)
 
 
 class GlobalPPRRetriever:
@@ -103,20 +100,22 @@ class GlobalPPRRetriever:
     @torch.no_grad()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
         n = self.index.num_nodes
-        k = _check_k(k, n)
-        chunk = query_chunk_size(n, self.query_chunk)
-        parts = []
-        for i in range(0, len(queries), chunk):
-            scores = self.index.scores(queries.embeddings[i : i + chunk])
+        k = check_k(k, n)
+
+        def run(part: Queries) -> RetrievalResult:
+            scores = self.index.scores(part.embeddings)
             seeds = scores.topk(min(self.num_seeds, n), dim=1)
             teleport = torch.zeros(n, scores.size(0), device=scores.device)
             columns = torch.arange(scores.size(0), device=scores.device).unsqueeze(1).expand_as(seeds.indices)
             teleport[seeds.indices, columns] = teleport_weights(seeds.values, self.tau)
             ppr = personalized_pagerank(self.index.edge_index, teleport, self.alpha, tol=self.tol, max_iter=self.max_iter)
-            pi = ppr.pi.t()
-            fused = self.lambda_graph * _minmax_rows(pi) + self.lambda_dense * _minmax_rows(scores)
-            fused = fused + 1e-6 * _minmax_rows(scores)  # ties (e.g. unreachable passages) go to the dense order
+            dense = _minmax_rows(scores)
+            # the 1e-6 dense term breaks ties (e.g. unreachable passages) by the dense order
+            fused = self.lambda_graph * _minmax_rows(ppr.pi.t()) + (self.lambda_dense + 1e-6) * dense
             top = fused.topk(k, dim=1)
-            traces = [{"seeds": s, "top": list(zip(ix, sc))} for s, ix, sc in zip(seeds.indices.tolist(), top.indices.tolist(), top.values.tolist())] if trace else None
-            parts.append(RetrievalResult(top.indices.cpu(), top.values.cpu(), {"queries": float(scores.size(0)), "ppr_iterations_max": float(ppr.iterations)}, traces))
-        return RetrievalResult.concat(parts)
+            result = RetrievalResult.ranked(top.indices, top.values, {"queries": float(len(part)), "ppr_iterations_max": float(ppr.iterations)}, trace)
+            for t, s in zip(result.traces or [], seeds.indices.tolist()):
+                t["seeds"] = s
+            return result
+
+        return retrieve_in_chunks(queries, query_chunk_size(n, self.query_chunk), run)

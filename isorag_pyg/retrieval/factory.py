@@ -11,7 +11,7 @@ from isorag_pyg.pipeline import CorpusBundle, device_of
 from isorag_pyg.retrieval.baselines import BM25Retriever, DenseRetriever, GlobalPPRRetriever
 from isorag_pyg.retrieval.iso_retriever import ISORetriever
 from isorag_pyg.retrieval.types import Retriever
-from isorag_pyg.utils.isoperimetric import log_isoperimetric_profile, log_volume, origin_volume
+from isorag_pyg.utils.isoperimetric import ball_log_profile
 
 KINDS = ("iso", "dense", "bm25", "ppr")
 
@@ -30,8 +30,7 @@ def build_retriever(cfg: DictConfig, bundle: CorpusBundle, ball: Callable[[], tu
                                        cfg.tol, cfg.max_iter, device)
     elif kind == "iso":
         z, curvature = ball()
-        log_phi = log_isoperimetric_profile(bundle.graph.edge_index, log_volume(z, cfg.p, curvature), cfg.eps,
-                                            shell_eps=cfg.get("shell_floor", 0.0) * origin_volume(cfg.p))
+        log_phi = ball_log_profile(bundle.graph.edge_index, z, cfg.p, curvature, cfg.eps, cfg.get("shell_floor", 0.0))
         retriever = ISORetriever(
             bundle.graph, x, log_phi, num_seeds=cfg.num_seeds, over_retrieval=cfg.over_retrieval, hops=cfg.hops,
             max_expansion=cfg.max_expansion, beta=cfg.beta, phi_mode=cfg.phi_mode, alpha=cfg.alpha, tau=cfg.tau,

@@ -11,7 +11,7 @@ from torch_geometric.data import Data
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
 from isorag_pyg.retrieval.scoring import query_chunk_size, segment_minmax, segment_topk
-from isorag_pyg.retrieval.types import Queries, RetrievalResult
+from isorag_pyg.retrieval.types import Queries, RetrievalResult, check_k, retrieve_in_chunks
 from isorag_pyg.transforms.isoperimetric_filter import IsoperimetricFilter
 from isorag_pyg.utils.ppr import personalized_pagerank
 
@@ -88,20 +88,15 @@ class ISORetriever:
 
     def sizes(self, k: int) -> tuple[int, int, int]:
         """(k, pool size L, seeds m), clipped to the corpus."""
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
         n = self.index.num_nodes
-        k = min(k, n)
+        k = check_k(k, n)
         pool = min(n, max(k, math.ceil(self.over_retrieval * k)))
         return k, pool, min(self.num_seeds, pool)
 
     @torch.no_grad()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
         chunk = query_chunk_size(self.index.num_nodes, self.query_chunk)
-        parts = [self._retrieve_chunk(queries.slice(i, i + chunk), k, trace) for i in range(0, len(queries), chunk)]
-        if not parts:
-            raise ValueError("retrieve() needs at least one query")
-        return RetrievalResult.concat(parts)
+        return retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, k, trace))
 
     def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
         k, pool, m = self.sizes(k)

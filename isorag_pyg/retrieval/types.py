@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import torch
 from torch import Tensor
@@ -36,13 +36,35 @@ class RetrievalResult:
     traces: list[dict[str, Any]] | None = None
 
     @staticmethod
+    def ranked(indices: Tensor, scores: Tensor, stats: dict[str, float], trace: bool) -> "RetrievalResult":
+        """A result whose trace (when asked for) is just the ranked list."""
+        traces = [{"top": list(zip(ix, sc))} for ix, sc in zip(indices.tolist(), scores.tolist())] if trace else None
+        return RetrievalResult(indices.cpu(), scores.cpu(), stats, traces)
+
+    @staticmethod
     def concat(parts: list["RetrievalResult"]) -> "RetrievalResult":
         stats: dict[str, float] = {}
         for part in parts:
             for key, value in part.stats.items():
-                stats[key] = stats.get(key, 0.0) + value
+                # counts add up over chunks; "*_max" statistics take the largest
+                merge = max if key.endswith("_max") else (lambda a, b: a + b)
+                stats[key] = merge(stats[key], value) if key in stats else value
         traces = None if any(p.traces is None for p in parts) else [t for p in parts for t in p.traces]
         return RetrievalResult(torch.cat([p.indices for p in parts]), torch.cat([p.scores for p in parts]), stats, traces)
+
+
+def check_k(k: int, num_passages: int) -> int:
+    """``k`` clipped to the corpus; ``k < 1`` is an error."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    return min(k, num_passages)
+
+
+def retrieve_in_chunks(queries: Queries, chunk: int, run: Callable[[Queries], RetrievalResult]) -> RetrievalResult:
+    """``run`` on consecutive slices of at most ``chunk`` queries, results concatenated."""
+    if len(queries) == 0:
+        raise ValueError("retrieve() needs at least one query")
+    return RetrievalResult.concat([run(queries.slice(i, i + chunk)) for i in range(0, len(queries), chunk)])
 
 
 class Retriever(Protocol):

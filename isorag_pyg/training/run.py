@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 import logging
 import os
 from pathlib import Path
@@ -20,7 +21,7 @@ from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.pipeline import CorpusBundle, prepare_corpus
 from isorag_pyg.training.datamodule import GraphTripletDataModule
 from isorag_pyg.training.module import HyperbolicEmbeddingModule
-from isorag_pyg.utils.isoperimetric import log_isoperimetric_profile, log_volume, origin_volume
+from isorag_pyg.utils.isoperimetric import ball_log_profile
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,18 @@ def _logger(cfg: DictConfig):
     return instantiate(cfg.logger)
 
 
-def fit_f_theta(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path) -> tuple[dict[str, Any], PoincareEncoder, str | None]:
-    """Train f_θ on ``bundle.graph``; returns metrics, the best encoder (on CPU) and its checkpoint."""
+@dataclass
+class FThetaFit:
+    """A trained f_θ: metrics, the best encoder (on CPU), its checkpoint and every node's ball coordinates."""
+
+    metrics: dict[str, Any]
+    encoder: PoincareEncoder
+    checkpoint: str | None
+    z: Tensor
+
+
+def fit_f_theta(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path) -> FThetaFit:
+    """Train f_θ on ``bundle.graph``."""
     L.seed_everything(cfg.seed, workers=True)
     datamodule = GraphTripletDataModule(bundle.graph, seed=cfg.seed, **cfg.data)
     datamodule.setup()
@@ -62,7 +73,7 @@ def fit_f_theta(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path) -> tuple[d
         trainer.logger.log_metrics(metrics)
     log.info("f_θ: held-out triplet accuracy %.3f (untrained %.3f, cosine %.3f), Spearman(degree, |z|) %.3f",
              metrics["val/triplet_acc"], untrained, metrics["val/triplet_acc_cosine_baseline"], metrics["spearman_degree_norm"])
-    return metrics, encoder, checkpoint.best_model_path or None
+    return FThetaFit(metrics, encoder, checkpoint.best_model_path or None, z)
 
 
 def run_training(cfg: DictConfig) -> dict[str, Any]:
@@ -73,13 +84,12 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     bundle = prepare_corpus(cfg)
-    metrics, encoder, best = fit_f_theta(cfg, bundle, out_dir)
-    metrics = {**metrics, "leak": bundle.leak, **{f"graph/{k}": v for k, v in bundle.stats.items()}}
-    z = encoder.embed_all(bundle.graph.x.float())
-    shell_eps = cfg.phi.get("shell_floor", 0.0) * origin_volume(cfg.phi.p)
-    log_phi = log_isoperimetric_profile(bundle.graph.edge_index, log_volume(z, cfg.phi.p, encoder.curvature), cfg.phi.eps, shell_eps=shell_eps)
+    fit = fit_f_theta(cfg, bundle, out_dir)
+    metrics = {**fit.metrics, "leak": bundle.leak, **{f"graph/{k}": v for k, v in bundle.stats.items()}}
+    z, best = fit.z, fit.checkpoint
+    log_phi = ball_log_profile(bundle.graph.edge_index, z, cfg.phi.p, fit.encoder.curvature, cfg.phi.eps, cfg.phi.get("shell_floor", 0.0))
     ball_path = (out_dir / "checkpoints" if best else out_dir) / BALL_FILE
-    save_ball_embeddings(ball_path, z, encoder.curvature, bundle, best, log_phi=log_phi, p=cfg.phi.p, eps=cfg.phi.eps)
+    save_ball_embeddings(ball_path, z, fit.encoder.curvature, bundle, best, log_phi=log_phi, p=cfg.phi.p, eps=cfg.phi.eps)
     (out_dir / "train_metrics.json").write_text(json.dumps(metrics, indent=2))
     log.info("ball coordinates written to %s", ball_path)
     return metrics

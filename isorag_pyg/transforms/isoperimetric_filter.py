@@ -10,13 +10,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from isorag_pyg.utils.isoperimetric import (
-    check_beta,
-    isoperimetric_keep_mask,
-    log_isoperimetric_profile,
-    log_volume,
-    origin_volume,
-)
+from isorag_pyg.utils.isoperimetric import ball_log_profile, check_beta, isoperimetric_keep_mask
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +103,7 @@ class IsoperimetricFilter(BaseTransform):
         if self.z_attr not in data:
             raise ValueError(f"phi='z' needs ball coordinates in data.{self.z_attr}")
         z = data[self.z_attr]
-        return log_isoperimetric_profile(data.edge_index, log_volume(z, self.p, self.curvature), self.eps,
-                                         shell_eps=self.shell_floor * origin_volume(self.p))
+        return ball_log_profile(data.edge_index, z, self.p, self.curvature, self.eps, self.shell_floor)
 
     def ablated_log_phi(self, data: Data) -> Tensor:
         """:math:`\\log\\varphi` after the configured ablation ``mode``."""

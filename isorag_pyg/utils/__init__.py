@@ -1,5 +1,6 @@
 """Pure functions on graphs and ball coordinates."""
 from isorag_pyg.utils.isoperimetric import (
+    ball_log_profile,
     check_beta,
     clean_edge_index,
     isoperimetric_keep_mask,
@@ -12,6 +13,7 @@ from isorag_pyg.utils.isoperimetric import (
 )
 
 __all__ = [
+    "ball_log_profile",
     "check_beta",
     "clean_edge_index",
     "isoperimetric_keep_mask",

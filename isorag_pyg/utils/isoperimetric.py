@@ -147,6 +147,14 @@ def log_isoperimetric_profile(
     return shell - torch.logaddexp(closed, torch.full_like(closed, math.log(eps)))
 
 
+def ball_log_profile(
+    edge_index: Tensor, z: Tensor, p: float, curvature: float = 1.0, eps: float = 1e-8, shell_floor: float = 0.0
+) -> Tensor:
+    r""":math:`\log\varphi` from ball coordinates: volumes :math:`\lambda_c(z)^p`, and
+    ``shell_floor`` origin volumes (:math:`2^p` each) added to every shell."""
+    return log_isoperimetric_profile(edge_index, log_volume(z, p, curvature), eps, shell_eps=shell_floor * origin_volume(p))
+
+
 def isoperimetric_keep_mask(edge_index: Tensor, log_phi: Tensor, beta: float) -> Tensor:
     r"""Keep edge ``(u, v)`` iff :math:`\min(\varphi_u,\varphi_v)/\max(\varphi_u,\varphi_v) \ge \beta`,
     i.e. :math:`|\log\varphi_u - \log\varphi_v| \le -\log\beta`; two zero profiles count as equal."""
