@@ -10,7 +10,12 @@ from isorag_pyg.utils.isoperimetric import clean_edge_index
 
 
 class GraphIndex:
-    """Undirected, self-loop-free, coalesced graph in CSR form plus normalised embeddings."""
+    """Undirected, self-loop-free, coalesced graph in CSR form plus normalised embeddings.
+
+    Besides the full CSR (``rowptr``, ``col``) it keeps every undirected edge once, stored at the
+    endpoint of lower degree (ties: lower id) in ``up_rowptr``, ``up_col`` and ``up_edge_index``:
+    a hub then has a short list, so finding the edges among a set of nodes stays cheap.
+    """
 
     def __init__(self, edge_index: Tensor, embeddings: Tensor, device: torch.device | str = "cpu"):
         if embeddings.dim() != 2 or embeddings.size(0) == 0:
@@ -25,6 +30,12 @@ class GraphIndex:
         self.edge_index = edge_index.to(self.device)
         self.rowptr = rowptr_from_sorted_rows(self.edge_index[0], self.num_nodes)
         self.col = self.edge_index[1]
+        degree = self.rowptr[1:] - self.rowptr[:-1]
+        src, dst = self.edge_index
+        upward = (degree[src] < degree[dst]) | ((degree[src] == degree[dst]) & (src < dst))
+        self.up_edge_index = self.edge_index[:, upward]  # still sorted by source
+        self.up_rowptr = rowptr_from_sorted_rows(self.up_edge_index[0], self.num_nodes)
+        self.up_col = self.up_edge_index[1]
         self.embeddings = torch.nn.functional.normalize(embeddings.float(), dim=-1).to(self.device)
         self.dim = self.embeddings.size(1)
 
@@ -35,4 +46,5 @@ class GraphIndex:
         if not torch.isfinite(query_embeddings).all():
             raise ValueError("query embeddings contain NaN or inf")
         q = torch.nn.functional.normalize(query_embeddings.float().to(self.device), dim=-1)
-        return q @ self.embeddings.t()
+        # computed as (E q^T)^T, a transposed view: BLAS runs this layout faster than q E^T on CPU
+        return (self.embeddings @ q.t()).t()

@@ -13,6 +13,7 @@ from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
 from isorag_pyg.retrieval.scoring import query_chunk_size, segment_minmax, segment_topk
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, check_k, retrieve_in_chunks
 from isorag_pyg.transforms.isoperimetric_filter import IsoperimetricFilter
+from isorag_pyg.utils.isoperimetric import isoperimetric_keep_mask
 from isorag_pyg.utils.ppr import personalized_pagerank
 
 
@@ -30,8 +31,9 @@ class ISORetriever:
     Per query: cosine seeds (top ``num_seeds``) and a dense pool of ``L = over_retrieval * k``;
     the local graph is the pool plus the ``hops``-hop neighbourhood of the seeds (at most
     ``max_expansion`` new nodes per hop, best dense score first); edges whose endpoints'
-    isoperimetric profiles differ by more than ``beta`` are removed by
-    :class:`~isorag_pyg.transforms.IsoperimetricFilter`; personalized PageRank runs on what is
+    isoperimetric profiles differ by more than ``beta`` are removed (the rule of
+    :class:`~isorag_pyg.transforms.IsoperimetricFilter`, decided once per corpus edge since φ is
+    precomputed per node); personalized PageRank runs on what is
     left with teleport ``softmax(tau * s_dense)`` over the seeds; the result is
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates.
 
@@ -80,7 +82,9 @@ class ISORetriever:
         ablation = IsoperimetricFilter(beta=beta, phi="phi", mode=phi_mode, seed=seed)
         global_graph = Data(edge_index=self.index.edge_index, log_phi=log_phi.double().to(self.index.device), num_nodes=self.index.num_nodes)
         self.log_phi = ablation.ablated_log_phi(global_graph).to(self.index.device)
-        self.filter = IsoperimetricFilter(beta=beta, phi="phi")
+        # φ is per node, so whether an edge survives the filter does not depend on the query:
+        # decide it once for every corpus edge, then look it up for each local subgraph
+        self.edge_keep = isoperimetric_keep_mask(self.index.up_edge_index, self.log_phi, beta)
         self.num_seeds, self.over_retrieval, self.hops, self.max_expansion = num_seeds, over_retrieval, hops, max_expansion
         self.beta, self.phi_mode, self.alpha, self.tau = beta, phi_mode, alpha, tau
         self.lambda_graph, self.lambda_dense, self.tol, self.max_iter = lambda_graph, lambda_dense, tol, max_iter
@@ -101,41 +105,41 @@ class ISORetriever:
     def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
         k, pool, m = self.sizes(k)
         scores = self.index.scores(queries.embeddings)
-        local = build_local_graphs(scores, self.index.rowptr, self.index.col, m, pool, self.hops, self.max_expansion)
+        local = build_local_graphs(scores, self.index, m, pool, self.hops, self.max_expansion)
         num_queries, num_local = len(queries), local.node.numel()
-        data = Data(edge_index=local.edge_index, log_phi=self.log_phi[local.node], num_nodes=num_local)
-        kept = self.filter(data)
+        keep = self.edge_keep[local.edge_slot]
         teleport = torch.zeros(num_local, device=scores.device)
         seed_scores = scores.gather(1, local.seeds)
         teleport[local.seed_pos.reshape(-1)] = teleport_weights(seed_scores, self.tau).reshape(-1)
-        ppr = personalized_pagerank(kept.edge_index, teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter)
+        ppr = personalized_pagerank(local.edge_index[:, keep], teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter)
         pi = ppr.pi.squeeze(1)
         dense = scores[local.batch, local.node]
-        fused = self.lambda_graph * segment_minmax(pi, local.batch, num_queries) + self.lambda_dense * segment_minmax(dense, local.batch, num_queries)
+        fused = self.lambda_graph * segment_minmax(pi, local.batch, local.ptr) + self.lambda_dense * segment_minmax(dense, local.batch, local.ptr)
         positions, top_scores = segment_topk(fused, local.batch, local.ptr, k)
         stats = {
             "queries": float(num_queries),
             "candidates": float(num_local),
             "local_edges": float(local.edge_index.size(1)),
-            "removed_edges": float(kept.num_removed_edges),
+            "removed_edges": float(keep.numel() - int(keep.sum())),
             "ppr_iterations_max": float(ppr.iterations),
         }
-        traces = self._traces(local, kept, pi, positions, top_scores) if trace else None
+        traces = self._traces(local, keep, pi, positions, top_scores) if trace else None
         return RetrievalResult(local.node[positions].cpu(), top_scores.cpu(), stats, traces)
 
-    def _traces(self, local: LocalGraphBatch, kept: Data, pi: Tensor, positions: Tensor, scores: Tensor) -> list[dict[str, Any]]:
-        kept_keys = set(map(tuple, kept.edge_index.t().tolist()))
+    def _traces(self, local: LocalGraphBatch, keep: Tensor, pi: Tensor, positions: Tensor, scores: Tensor) -> list[dict[str, Any]]:
         node = local.node.tolist()
+        src, dst = local.edge_index
+        once = src < dst  # each undirected edge once
         traces = []
         for q in range(local.ptr.numel() - 1):
             lo, hi = int(local.ptr[q]), int(local.ptr[q + 1])
-            in_q = (local.edge_index[0] >= lo) & (local.edge_index[0] < hi)
-            edges = local.edge_index[:, in_q & (local.edge_index[0] < local.edge_index[1])].t().tolist()
+            in_q = once & (src >= lo) & (src < hi)
+            edges = {flag: [(node[u], node[v]) for u, v in local.edge_index[:, in_q & (keep == flag)].t().tolist()] for flag in (True, False)}
             traces.append({
                 "seeds": local.seeds[q].tolist(),
                 "candidates": node[lo:hi],
-                "kept_edges": [(node[u], node[v]) for u, v in edges if (u, v) in kept_keys],
-                "pruned_edges": [(node[u], node[v]) for u, v in edges if (u, v) not in kept_keys],
+                "kept_edges": edges[True],
+                "pruned_edges": edges[False],
                 "ppr": {node[i]: float(pi[i]) for i in range(lo, hi)},
                 "top": list(zip(local.node[positions[q]].tolist(), scores[q].tolist())),
             })

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from isorag_pyg.utils.csr import expand_neighbors
+from isorag_pyg.retrieval.graph_index import GraphIndex
+from isorag_pyg.utils.csr import expand_neighbors, neighbor_edges
 
 
 @dataclass
@@ -16,6 +17,7 @@ class LocalGraphBatch:
     batch: Tensor  # [M] query of every local node
     ptr: Tensor  # [Q + 1] node offsets per query
     edge_index: Tensor  # [2, E] local node positions, block-diagonal
+    edge_slot: Tensor  # [E] the corpus edge of every local edge: a column of ``GraphIndex.up_edge_index``
     seed_pos: Tensor  # [Q, m] local positions of each query's seeds
     seeds: Tensor  # [Q, m] corpus rows of the seeds, best first
 
@@ -37,8 +39,7 @@ def cap_per_query(query: Tensor, score: Tensor, cap: int, num_queries: int) -> T
 
 def build_local_graphs(
     scores: Tensor,
-    rowptr: Tensor,
-    col: Tensor,
+    index: GraphIndex,
     num_seeds: int,
     pool_size: int,
     hops: int = 1,
@@ -57,7 +58,7 @@ def build_local_graphs(
     keys = [(qids.unsqueeze(1) * n + pool).reshape(-1)]
     frontier_q, frontier_node = qids.repeat_interleave(num_seeds), seeds.reshape(-1)
     for _ in range(hops):
-        position, neighbour = expand_neighbors(rowptr, col, frontier_node)
+        position, neighbour = expand_neighbors(index.rowptr, index.col, frontier_node)
         hop_keys = torch.unique(frontier_q[position] * n + neighbour)
         hop_q, hop_node = hop_keys // n, hop_keys % n
         kept = cap_per_query(hop_q, scores[hop_q, hop_node], max_expansion, num_queries)
@@ -65,10 +66,12 @@ def build_local_graphs(
         keys.append(frontier_q * n + frontier_node)
     keys = torch.unique(torch.cat(keys))
     batch, node = keys // n, keys % n
-    position, neighbour = expand_neighbors(rowptr, col, node)
-    target_keys = batch[position] * n + neighbour
+    # each undirected edge once, from its lower-degree end; then both directions
+    position, slot = neighbor_edges(index.up_rowptr, node)
+    target_keys = batch[position] * n + index.up_col[slot]
     target = torch.searchsorted(keys, target_keys).clamp_max(keys.numel() - 1)
     inside = keys[target] == target_keys
-    edge_index = torch.stack([position[inside], target[inside]])
+    src, dst, slot = position[inside], target[inside], slot[inside]
+    edge_index = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
     seed_pos = torch.searchsorted(keys, qids.unsqueeze(1) * n + seeds)
-    return LocalGraphBatch(node, batch, _ptr(batch, num_queries), edge_index, seed_pos, seeds)
+    return LocalGraphBatch(node, batch, _ptr(batch, num_queries), edge_index, torch.cat([slot, slot]), seed_pos, seeds)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import scatter
 
 #: Query-by-passage score entries held at once (2**26 floats = 256 MiB).
 SCORE_BUDGET = 1 << 26
@@ -15,10 +14,12 @@ def query_chunk_size(num_passages: int, requested: int | None = None) -> int:
     return min(requested, fit) if requested else min(1024, fit)
 
 
-def segment_minmax(values: Tensor, segment: Tensor, num_segments: int) -> Tensor:
-    """Min-max scale ``values`` within each segment to [0, 1]; constant segments become 0."""
-    lo = scatter(values, segment, dim=0, dim_size=num_segments, reduce="min")[segment]
-    hi = scatter(values, segment, dim=0, dim_size=num_segments, reduce="max")[segment]
+def segment_minmax(values: Tensor, segment: Tensor, ptr: Tensor) -> Tensor:
+    """Min-max scale ``values`` within each contiguous segment (``segment`` sorted, offsets
+    ``ptr``) to [0, 1]; constant segments become 0."""
+    lengths = ptr[1:] - ptr[:-1]
+    lo = torch.segment_reduce(values, "min", lengths=lengths)[segment]
+    hi = torch.segment_reduce(values, "max", lengths=lengths)[segment]
     span = hi - lo
     return torch.where(span > 0, (values - lo) / span.clamp_min(torch.finfo(values.dtype).tiny), torch.zeros_like(values))
 

@@ -11,6 +11,23 @@ def rowptr_from_sorted_rows(row: Tensor, num_nodes: int) -> Tensor:
     return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
 
 
+def neighbor_edges(rowptr: Tensor, nodes: Tensor) -> tuple[Tensor, Tensor]:
+    """All out-edges of ``nodes``: position ``i`` into ``nodes`` repeated once per edge, and the
+    edge's CSR slot (an index into ``col``), in CSR order.
+
+    Example:
+        >>> neighbor_edges(torch.tensor([0, 2, 3, 3]), torch.tensor([2, 0]))
+        (tensor([1, 1]), tensor([0, 1]))
+    """
+    first = rowptr[nodes]
+    counts = rowptr[nodes + 1] - first
+    total = int(counts.sum())
+    position = torch.repeat_interleave(counts, output_size=total)
+    # slot of the j-th edge of nodes[i] = first[i] + j = running index - edges before node i + first[i]
+    shift = first - (counts.cumsum(0) - counts)
+    return position, torch.arange(total, device=nodes.device) + shift[position]
+
+
 def expand_neighbors(rowptr: Tensor, col: Tensor, nodes: Tensor) -> tuple[Tensor, Tensor]:
     """All ``(i, w)`` with ``w`` a neighbour of ``nodes[i]``: position ``i`` repeated, neighbour ``w``.
 
@@ -19,10 +36,5 @@ def expand_neighbors(rowptr: Tensor, col: Tensor, nodes: Tensor) -> tuple[Tensor
         >>> expand_neighbors(rowptr, col, torch.tensor([0, 1, 2]))
         (tensor([0, 0, 1]), tensor([1, 2, 0]))
     """
-    counts = rowptr[nodes + 1] - rowptr[nodes]
-    total = int(counts.sum())
-    position = torch.arange(nodes.numel(), device=nodes.device).repeat_interleave(counts)
-    if total == 0:
-        return position, col.new_empty(0)
-    offset = torch.arange(total, device=nodes.device) - (counts.cumsum(0) - counts).repeat_interleave(counts)
-    return position, col[rowptr[nodes].repeat_interleave(counts) + offset]
+    position, slot = neighbor_edges(rowptr, nodes)
+    return position, col[slot]

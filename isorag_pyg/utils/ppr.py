@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import scatter
 
-from isorag_pyg.utils.csr import rowptr_from_sorted_rows
+from isorag_pyg.utils.csr import neighbor_edges, rowptr_from_sorted_rows
 
 
 @dataclass
@@ -29,16 +29,30 @@ class PPRResult:
     converged: bool
 
 
-def transition_matrix(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Column-stochastic :math:`W` as a sparse CSR tensor, and the dangling-node mask."""
+def transition_entries(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Entries of the column-stochastic :math:`W` as ``(row, col, value)`` (``W[v, u]`` for edge
+    ``u -> v``) and the dangling-node mask."""
     src, dst = edge_index
     weight = torch.ones(src.numel(), device=src.device) if edge_weight is None else edge_weight.float()
     out_weight = scatter(weight, src, dim=0, dim_size=num_nodes, reduce="sum")
     values = weight / out_weight[src].clamp_min(torch.finfo(weight.dtype).tiny)
-    order = torch.argsort(dst * num_nodes + src)
-    crow = rowptr_from_sorted_rows(dst[order], num_nodes)
-    W = torch.sparse_csr_tensor(crow, src[order], values[order], (num_nodes, num_nodes), check_invariants=False)
-    return W, out_weight == 0
+    return dst, src, values, out_weight == 0
+
+
+def csr_matrix(row: Tensor, col: Tensor, values: Tensor, num_nodes: int) -> Tensor:
+    """A square sparse CSR tensor from unsorted ``(row, col, value)`` entries (int32 indices when
+    they fit: the sparse kernels then skip a conversion on every product)."""
+    order = torch.argsort(row * num_nodes + col)
+    crow, col = rowptr_from_sorted_rows(row[order], num_nodes), col[order]
+    if max(num_nodes, col.numel()) < torch.iinfo(torch.int32).max:
+        crow, col = crow.int(), col.int()
+    return torch.sparse_csr_tensor(crow, col, values[order], (num_nodes, num_nodes), check_invariants=False)
+
+
+def transition_matrix(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Column-stochastic :math:`W` as a sparse CSR tensor, and the dangling-node mask."""
+    row, col, values, dangling = transition_entries(edge_index, num_nodes, edge_weight)
+    return csr_matrix(row, col, values, num_nodes), dangling
 
 
 def personalized_pagerank(
@@ -57,9 +71,11 @@ def personalized_pagerank(
         edge_index: ``[2, E]`` directed edges ``u -> v`` (both directions for undirected graphs).
         teleport: ``[N]`` or ``[N, C]``; each column sums to 1 within each graph of ``batch``.
         alpha: probability of following an edge (default: ``0.5``).
-        batch: ``[N]`` graph of each node for a block-diagonal batch (default: one graph).
+        batch: ``[N]`` graph of each node for a block-diagonal batch, sorted as in a PyG
+            :class:`~torch_geometric.data.Batch` (default: one graph).
         num_graphs: number of graphs in ``batch`` (default: ``batch.max() + 1``).
-        tol: L1 tolerance per graph and column (default: ``1e-6``).
+        tol: L1 tolerance per graph and column; float64 teleports iterate in float64, others in
+            float32, whose rounding makes tolerances below about ``1e-7`` unreachable (default: ``1e-6``).
         max_iter: iteration cap (default: ``100``).
         edge_weight: optional ``[E]`` non-negative weights (default: unweighted).
 
@@ -71,28 +87,44 @@ def personalized_pagerank(
     if not 0.0 <= alpha < 1.0:
         raise ValueError(f"alpha must lie in [0, 1), got {alpha}")
     r = teleport.unsqueeze(1) if teleport.dim() == 1 else teleport
-    r = r.float()
+    r = r if r.dtype == torch.float64 else r.float()
     n = r.size(0)
     if batch is None:
-        batch = torch.zeros(n, dtype=torch.long, device=r.device)
-        num_graphs = 1
-    elif num_graphs is None:
-        num_graphs = int(batch.max()) + 1 if n else 0
-    W, dangling = transition_matrix(edge_index, n, edge_weight)
-    dangling = dangling.float().unsqueeze(1)
+        batch, num_graphs = torch.zeros(n, dtype=torch.long, device=r.device), 1
+    else:
+        if n and bool((batch[1:] < batch[:-1]).any()):
+            raise ValueError("batch must be sorted (nodes grouped by graph, as in a PyG Batch)")
+        if num_graphs is None:
+            num_graphs = int(batch[-1]) + 1 if n else 0
+    lengths = torch.bincount(batch, minlength=num_graphs)
+    row, col, values, dangling = transition_entries(edge_index, n, edge_weight)
+    dangling = dangling.nonzero().squeeze(1)
+    fold = r.size(1) == 1 and dangling.numel() > 0
+    if fold:
+        # one teleport column: a dangling node sends its mass back through r, so its column of W
+        # can simply be r (restricted to its own graph); the iteration is then one matmul
+        support = r[:, 0].nonzero().squeeze(1)
+        position, slot = neighbor_edges(rowptr_from_sorted_rows(batch[support], num_graphs), batch[dangling])
+        row, col = torch.cat([row, support[slot]]), torch.cat([col, dangling[position]])
+        values = torch.cat([values, r[support[slot], 0]])
+    W = csr_matrix(row, col, values.to(r.dtype), n)
+    dangling_graph = batch[dangling]
 
-    def per_graph(values: Tensor) -> Tensor:  # [N, C] -> [num_graphs, C] sums
+    def largest_change(new: Tensor, old: Tensor) -> Tensor:  # max over graphs and columns of the L1 change
         if num_graphs == 1:
-            return values.sum(0, keepdim=True)
-        return values.new_zeros(num_graphs, values.size(1)).index_add_(0, batch, values)
+            return torch.dist(new, old, 1) if new.size(1) == 1 else (new - old).abs_().sum(0).max()
+        return torch.segment_reduce((new - old).abs_(), "sum", lengths=lengths, axis=0).max()
 
+    stay = (1.0 - alpha) * r
     pi = r.clone()
     converged, iterations = n == 0, 0
     while not converged and iterations < max_iter:
-        lost = per_graph(pi * dangling)
-        new = alpha * (W @ pi + r * (lost if num_graphs == 1 else lost[batch])) + (1.0 - alpha) * r
-        change = per_graph((new - pi).abs())
+        new = torch.addmm(stay, W, pi, alpha=alpha)
+        if dangling.numel() and not fold:
+            lost = r.new_zeros(num_graphs, r.size(1)).index_add_(0, dangling_graph, pi[dangling])
+            new.addcmul_(r, lost if num_graphs == 1 else lost[batch], value=alpha)
+        change = largest_change(new, pi)
         pi = new
         iterations += 1
-        converged = bool(change.max() < tol)
+        converged = change.item() < tol
     return PPRResult(pi, iterations, converged)
