@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from torch_geometric.data import Data
 
@@ -109,3 +110,8 @@ def device_of(name: str | None) -> torch.device:
     if name in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+def process_rank() -> int:
+    """This process's global rank: 0 except in the extra processes of a DDP run."""
+    return rank_zero_only.rank

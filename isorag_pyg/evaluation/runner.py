@@ -16,7 +16,8 @@ from rich.table import Table
 
 from isorag_pyg.evaluation.case_study import plot_case_study
 from isorag_pyg.evaluation.metrics import retrieval_metrics
-from isorag_pyg.pipeline import CorpusBundle, build_encoder, device_of, prepare_corpus
+from isorag_pyg.evaluation.sharded import sharded_retrieve
+from isorag_pyg.pipeline import CorpusBundle, build_encoder, device_of, prepare_corpus, process_rank
 from isorag_pyg.qa.prompt import PromptTemplate
 from isorag_pyg.qa.runner import answer_questions, build_generator
 from isorag_pyg.retrieval.factory import build_retriever, synchronize
@@ -49,8 +50,9 @@ def ball_provider(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path):
             except Exception as err:  # unreadable cache: retrain
                 log.warning("discarding unusable f_θ cache %s (%s)", cached, err)
         log.info("no ball_embeddings given: training f_θ on this graph first")
-        fit = fit_f_theta(cfg, bundle, out_dir / "f_theta")
-        if cached is not None:
+        rank = process_rank()  # extra DDP ranks (sharded evaluation) train in a directory of their own
+        fit = fit_f_theta(cfg, bundle, out_dir / ("f_theta" if rank == 0 else f"f_theta_rank{rank}"))
+        if cached is not None and rank == 0:
             save_ball_embeddings(cached, fit.z, fit.encoder.curvature, bundle, fit.checkpoint)
         return fit.z, fit.encoder.curvature
 
@@ -69,11 +71,20 @@ def f_theta_cache_path(cfg: DictConfig, bundle: CorpusBundle) -> Path | None:
 
 
 def _timed_retrieve(retriever, queries: Queries, k: int, device) -> tuple[RetrievalResult, float]:
+    retriever.retrieve(queries.slice(0, 1), k)  # warm-up, not timed
     synchronize(device)
     start = time.perf_counter()
     result = retriever.retrieve(queries, k)
     synchronize(device)
     return result, time.perf_counter() - start
+
+
+def timed_retrieve(retriever, queries: Queries, k: int, device, sharding: DictConfig | None) -> tuple[RetrievalResult, float]:
+    """All queries in one batched call, or sharded over ``sharding.devices`` DDP ranks; returns the
+    result and the retrieval seconds (the slowest rank's when sharded)."""
+    if sharding is not None and sharding.devices > 1:
+        return sharded_retrieve(retriever, queries, k, sharding.devices, sharding.accelerator, sharding.strategy, device)
+    return _timed_retrieve(retriever, queries, k, device)
 
 
 def _write_traces(path: Path, bundle: CorpusBundle, result: RetrievalResult, gold: list[set[int]]) -> None:
@@ -100,8 +111,7 @@ def evaluate_retriever(
 ) -> tuple[dict[str, Any], RetrievalResult]:
     retriever = build_retriever(rcfg, bundle, ball)
     device = device_of(rcfg.get("device"))
-    retriever.retrieve(queries.slice(0, 1), cfg.k)  # warm-up, not timed
-    result, seconds = _timed_retrieve(retriever, queries, cfg.k, device)
+    result, seconds = timed_retrieve(retriever, queries, cfg.k, device, cfg.get("sharding"))
     metrics: dict[str, Any] = retrieval_metrics(result.indices, gold, tuple(cfg.ks))
     metrics["latency_ms_per_query"] = 1000.0 * seconds / len(queries)
     local_edges = result.stats.get("local_edges")
@@ -109,7 +119,7 @@ def evaluate_retriever(
     if "candidates" in result.stats:
         metrics["candidates_per_query"] = result.stats["candidates"] / len(queries)
     metrics["config"] = OmegaConf.to_container(rcfg, resolve=True)
-    if cfg.get("traces", True):
+    if cfg.get("traces", True) and process_rank() == 0:
         traced = retriever.retrieve(queries, cfg.k, trace=True)
         _write_traces(out_dir / f"traces_{rcfg.name}.jsonl", bundle, traced, gold)
         if rcfg.kind == "iso" and cfg.get("case_study") is not None:
@@ -176,12 +186,15 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         results[rcfg.name], result = evaluate_retriever(rcfg, cfg, bundle, queries, gold, ball, out_dir)
         primary_result = primary_result or result
     primary = next(iter(results.values()))
+    if process_rank() != 0:  # an extra rank of a sharded run: rank 0 answers, writes and prints
+        return {**primary, "retrievers": results}
     if cfg.get("qa"):
         primary.update(answer_with_llm(cfg, bundle, primary_result, out_dir))
     summary = {
         **{k: v for k, v in primary.items() if k != "config"},
         "retriever": next(iter(results)),
         "n_questions": len(questions),
+        "sharding_devices": int(cfg.sharding.devices) if cfg.get("sharding") else 1,
         "query_encoding_ms_per_query": encode_ms,
         "dataset": bundle.eval.name,
         "split": cfg.get("split", "dev"),

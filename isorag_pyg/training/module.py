@@ -95,6 +95,7 @@ class HyperbolicEmbeddingModule(L.LightningModule):
                 "val/spearman_degree_norm": rho.float().to(z.device),
             },
             prog_bar=False,
+            sync_dist=True,  # already equal on every rank (computed from the gathered embedding)
         )
         self._val_parts = []
 

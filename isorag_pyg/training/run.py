@@ -18,7 +18,7 @@ from torchmetrics.functional import spearman_corrcoef
 
 from isorag_pyg.encoders.cache import cache_key
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
-from isorag_pyg.pipeline import CorpusBundle, prepare_corpus
+from isorag_pyg.pipeline import CorpusBundle, prepare_corpus, process_rank
 from isorag_pyg.training.datamodule import GraphTripletDataModule
 from isorag_pyg.training.module import HyperbolicEmbeddingModule
 from isorag_pyg.utils.isoperimetric import ball_log_profile
@@ -71,8 +71,9 @@ def fit_f_theta(cfg: DictConfig, bundle: CorpusBundle, out_dir: Path) -> FThetaF
     }
     if trainer.logger:
         trainer.logger.log_metrics(metrics)
-    log.info("f_θ: held-out triplet accuracy %.3f (untrained %.3f, cosine %.3f), Spearman(degree, |z|) %.3f",
-             metrics["val/triplet_acc"], untrained, metrics["val/triplet_acc_cosine_baseline"], metrics["spearman_degree_norm"])
+    if trainer.is_global_zero:
+        log.info("f_θ: held-out triplet accuracy %.3f (untrained %.3f, cosine %.3f), Spearman(degree, |z|) %.3f",
+                 metrics["val/triplet_acc"], untrained, metrics["val/triplet_acc_cosine_baseline"], metrics["spearman_degree_norm"])
     return FThetaFit(metrics, encoder, checkpoint.best_model_path or None, z)
 
 
@@ -86,6 +87,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     bundle = prepare_corpus(cfg)
     fit = fit_f_theta(cfg, bundle, out_dir)
     metrics = {**fit.metrics, "leak": bundle.leak, **{f"graph/{k}": v for k, v in bundle.stats.items()}}
+    if process_rank() != 0:  # an extra DDP rank: it trained its shard; rank 0 writes the results
+        return metrics
     z, best = fit.z, fit.checkpoint
     log_phi = ball_log_profile(bundle.graph.edge_index, z, cfg.phi.p, fit.encoder.curvature, cfg.phi.eps, cfg.phi.get("shell_floor", 0.0))
     ball_path = (out_dir / "checkpoints" if best else out_dir) / BALL_FILE
