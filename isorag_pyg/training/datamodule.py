@@ -4,7 +4,7 @@ from __future__ import annotations
 import lightning as L
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
 from torch_geometric.data import Data
 from torch_geometric.utils import degree, to_undirected
 
@@ -13,14 +13,19 @@ from isorag_pyg.utils.isoperimetric import clean_edge_index
 
 
 class EdgeKeySet:
-    """Membership test for directed edges ``(u, v)`` via sorted ``u * N + v`` keys."""
+    """Membership test for directed edges ``(u, v)`` by binary search in sorted ``u * N + v`` keys
+    (a batch costs O(B log E), whatever the graph size)."""
 
     def __init__(self, edge_index: Tensor, num_nodes: int):
         self.n = num_nodes
-        self.keys = torch.unique(edge_index[0] * num_nodes + edge_index[1])
+        self.keys = torch.unique(edge_index[0] * num_nodes + edge_index[1])  # sorted
 
     def contains(self, u: Tensor, v: Tensor) -> Tensor:
-        return torch.isin(u * self.n + v, self.keys)
+        if self.keys.numel() == 0:
+            return torch.zeros(u.shape, dtype=torch.bool)
+        query = u * self.n + v
+        slot = torch.searchsorted(self.keys, query).clamp_max(self.keys.numel() - 1)
+        return self.keys[slot] == query
 
 
 def sample_negatives(anchor: Tensor, edges: EdgeKeySet, num: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -35,16 +40,15 @@ def sample_negatives(anchor: Tensor, edges: EdgeKeySet, num: int, generator: tor
 
 
 class TripletBatcher:
-    """Collate (anchor, positive) edge rows into feature tensors with sampled negatives."""
+    """Turn a batch of (anchor, positive) edges into feature tensors with sampled negatives."""
 
     def __init__(self, x: Tensor, target_radius: Tensor, edges: EdgeKeySet, num_negatives: int, radial_nodes: int, seed: int):
         self.x, self.target_radius, self.edges = x, target_radius, edges
         self.num_negatives, self.radial_nodes = num_negatives, radial_nodes
         self.generator = torch.Generator().manual_seed(seed)
 
-    def __call__(self, rows: list[tuple[Tensor, Tensor]]) -> dict[str, Tensor]:
-        anchor = torch.stack([r[0] for r in rows])
-        positive = torch.stack([r[1] for r in rows])
+    def __call__(self, edges: tuple[Tensor, Tensor]) -> dict[str, Tensor]:
+        anchor, positive = edges
         negative, valid = sample_negatives(anchor, self.edges, self.num_negatives, self.generator)
         radial = torch.randint(0, self.x.size(0), (self.radial_nodes,), generator=self.generator)
         return {
@@ -121,8 +125,11 @@ class GraphTripletDataModule(L.LightningDataModule):
         self._prepared = True
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, collate_fn=self.batcher,
-                          generator=torch.Generator().manual_seed(self.seed))
+        # whole batches of edge rows at once (one tensor index, no per-edge Python calls)
+        generator = torch.Generator().manual_seed(self.seed)
+        order = RandomSampler(self.train_set, generator=generator)
+        return DataLoader(self.train_set, batch_size=None, sampler=BatchSampler(order, self.batch_size, drop_last=False),
+                          collate_fn=self.batcher, generator=generator)
 
     def val_dataloader(self) -> DataLoader:
         """All nodes (index, features): the module embeds them and scores held-out triplets."""
