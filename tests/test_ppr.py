@@ -49,6 +49,24 @@ def test_block_diagonal_batch_equals_separate_runs():
     assert torch.allclose(sums, torch.ones(2), atol=1e-6)
 
 
+@pytest.mark.parametrize("columns", [1, 2])
+def test_batch_with_dangling_nodes_matches_closed_form_per_graph(columns):
+    # graph 0: 0 -> 1 -> 2 with 2 dangling; graph 1: 3 <-> 4 and 5 dangling (only reachable by teleport)
+    ei = torch.tensor([[0, 1, 3, 4], [1, 2, 4, 3]])
+    r = torch.tensor([[0.5, 0.5, 0.0, 0.2, 0.0, 0.8], [0.0, 0.0, 1.0, 0.0, 0.5, 0.5]], dtype=torch.float64).t()[:, :columns]
+    batch = torch.tensor([0, 0, 0, 1, 1, 1])
+    out = personalized_pagerank(ei, r, 0.7, batch=batch, tol=1e-12, max_iter=500)
+    assert out.converged
+    for c in range(columns):
+        assert torch.allclose(out.pi[:3, c], closed_form(ei[:, :2], 3, r[:3, c], 0.7), atol=1e-9)
+        assert torch.allclose(out.pi[3:, c], closed_form(ei[:, 2:] - 3, 3, r[3:, c], 0.7), atol=1e-9)
+
+
+def test_unsorted_batch_is_rejected():
+    with pytest.raises(ValueError, match="sorted"):
+        personalized_pagerank(torch.tensor([[0], [1]]), torch.tensor([0.5, 0.5]), batch=torch.tensor([1, 0]))
+
+
 def test_columns_are_independent_queries():
     ei = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 3]])
     r = torch.eye(4)[:, :2]

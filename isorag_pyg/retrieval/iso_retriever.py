@@ -114,7 +114,8 @@ class ISORetriever:
         ppr = personalized_pagerank(local.edge_index[:, keep], teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter)
         pi = ppr.pi.squeeze(1)
         dense = scores[local.batch, local.node]
-        fused = self.lambda_graph * segment_minmax(pi, local.batch, local.ptr) + self.lambda_dense * segment_minmax(dense, local.batch, local.ptr)
+        scaled = segment_minmax(torch.stack([pi, dense], 1), local.batch, local.ptr)
+        fused = self.lambda_graph * scaled[:, 0] + self.lambda_dense * scaled[:, 1]
         positions, top_scores = segment_topk(fused, local.batch, local.ptr, k)
         stats = {
             "queries": float(num_queries),

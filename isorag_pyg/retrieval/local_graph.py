@@ -60,9 +60,10 @@ def build_local_graphs(
     for _ in range(hops):
         position, neighbour = expand_neighbors(index.rowptr, index.col, frontier_node)
         hop_keys = torch.unique(frontier_q[position] * n + neighbour)
-        hop_q, hop_node = hop_keys // n, hop_keys % n
-        kept = cap_per_query(hop_q, scores[hop_q, hop_node], max_expansion, num_queries)
-        frontier_q, frontier_node = hop_q[kept], hop_node[kept]
+        frontier_q, frontier_node = hop_keys // n, hop_keys % n
+        if hop_keys.numel() > max_expansion:  # otherwise no query can be over the cap
+            kept = cap_per_query(frontier_q, scores[frontier_q, frontier_node], max_expansion, num_queries)
+            frontier_q, frontier_node = frontier_q[kept], frontier_node[kept]
         keys.append(frontier_q * n + frontier_node)
     keys = torch.unique(torch.cat(keys))
     batch, node = keys // n, keys % n

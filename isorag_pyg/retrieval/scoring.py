@@ -15,11 +15,11 @@ def query_chunk_size(num_passages: int, requested: int | None = None) -> int:
 
 
 def segment_minmax(values: Tensor, segment: Tensor, ptr: Tensor) -> Tensor:
-    """Min-max scale ``values`` within each contiguous segment (``segment`` sorted, offsets
-    ``ptr``) to [0, 1]; constant segments become 0."""
+    """Min-max scale ``values`` (``[M]`` or ``[M, C]``, each column on its own) within each
+    contiguous segment (``segment`` sorted, offsets ``ptr``) to [0, 1]; constant segments become 0."""
     lengths = ptr[1:] - ptr[:-1]
-    lo = torch.segment_reduce(values, "min", lengths=lengths)[segment]
-    hi = torch.segment_reduce(values, "max", lengths=lengths)[segment]
+    lo = torch.segment_reduce(values, "min", lengths=lengths, axis=0)[segment]
+    hi = torch.segment_reduce(values, "max", lengths=lengths, axis=0)[segment]
     span = hi - lo
     return torch.where(span > 0, (values - lo) / span.clamp_min(torch.finfo(values.dtype).tiny), torch.zeros_like(values))
 
