@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
+
+from isorag_pyg.evaluation.runner import timed_retrieve
+from isorag_pyg.retrieval import DenseRetriever, Queries
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "dataset.generator.hub_size=15",
@@ -49,3 +53,12 @@ def test_ddp_training_validates_on_all_nodes_and_writes_once(tmp_path):
     assert ball["z"].shape[0] == one["graph/nodes"] and (ball["z"].norm(dim=-1) < 1).all()
     ckpt = torch.load(tmp_path / "two" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["epoch"] == 1 and ckpt["global_step"] > 0
+
+
+def test_fewer_questions_than_ranks_runs_in_one_process(caplog):
+    x = torch.nn.functional.normalize(torch.randn(8, 4), dim=-1)
+    retriever = DenseRetriever(x)
+    queries = Queries(["q"], x[:1])
+    result, seconds = timed_retrieve(retriever, queries, 3, torch.device("cpu"), OmegaConf.create({"devices": 2, "accelerator": "cpu", "strategy": "ddp"}))
+    assert result.indices[0, 0] == 0 and seconds >= 0
+    assert "one process" in caplog.text

@@ -83,6 +83,9 @@ def timed_retrieve(retriever, queries: Queries, k: int, device, sharding: DictCo
     """All queries in one batched call, or sharded over ``sharding.devices`` DDP ranks; returns the
     result and the retrieval seconds (the slowest rank's when sharded)."""
     if sharding is not None and sharding.devices > 1:
+        if len(queries) < sharding.devices:  # a rank would get no question: not worth processes
+            log.warning("%d question(s) for %d ranks: retrieving in one process", len(queries), sharding.devices)
+            return _timed_retrieve(retriever, queries, k, device)
         return sharded_retrieve(retriever, queries, k, sharding.devices, sharding.accelerator, sharding.strategy, device)
     return _timed_retrieve(retriever, queries, k, device)
 
