@@ -1,6 +1,6 @@
 """Retrieval latency per query: ISO-RAG batched and single-query against global PPR engines.
 
-    python benchmarks/latency.py [--sizes 100000 1000000] [--queries 1000]
+    python benchmarks/latency.py [--sizes 100000 1000000] [--queries 1000] [--device auto|cpu|cuda]
 
 On the shared 2Wiki dev corpus (6,119 passages, leak-free graph, 1,000 dev questions) and on
 generated corpora (random unit embeddings, Barabási-Albert graph with m=5, random φ), in one run:
@@ -32,6 +32,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import get_ppr
 
 from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
+from isorag_pyg.pipeline import device_of
 from isorag_pyg.retrieval import GlobalPPRRetriever, ISORetriever, Queries
 from isorag_pyg.retrieval.factory import build_retriever
 from isorag_pyg.retrieval.iso_retriever import teleport_weights
@@ -143,15 +144,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="*", type=int, default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--device", default="auto", help="where ISO-RAG and our global PPR run: auto (CUDA when present), cpu, cuda")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    rcfg = retriever_config("iso")
+    rcfg = retriever_config("iso", device=args.device)
     alpha = float(rcfg.alpha)
     cfg = eval_config("dataset=2wikimultihopqa", "graph=leakfree")
     inputs = prepare_evaluation(cfg)
     ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
     iso = build_retriever(rcfg, inputs.bundle, ball)
-    ppr = build_retriever(retriever_config("ppr"), inputs.bundle, ball)
+    ppr = build_retriever(retriever_config("ppr", device=args.device), inputs.bundle, ball)
     queries = inputs.queries.slice(0, args.queries)
     graph = inputs.bundle.graph
     rows = [measure("2wiki-dev", iso, ppr, iso.index.edge_index, graph.num_nodes, graph.x, queries, alpha, 100)]
@@ -161,10 +163,11 @@ def main() -> None:
     for n in args.sizes:
         data, x, q, log_phi = synthetic_corpus(n, args.queries)
         params = {k: rcfg[k] for k in ("num_seeds", "over_retrieval", "hops", "max_expansion", "beta", "alpha", "tau", "lambda_graph", "lambda_dense", "tol", "max_iter")}
-        iso_n = ISORetriever(data, x, log_phi, **params)
-        ppr_n = GlobalPPRRetriever(data, x, alpha=alpha)
+        device = device_of(args.device)
+        iso_n = ISORetriever(data, x, log_phi, device=device, **params)
+        ppr_n = GlobalPPRRetriever(data, x, alpha=alpha, device=device)
         rows.append(measure(f"generated-{n}", iso_n, ppr_n, iso_n.index.edge_index, n, x, q, alpha, 20 if n < 1_000_000 else 5))
-        write_json("latency.json", {"k": K, "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve, "partial": True})
+        write_json("latency.json", {"k": K, "device": str(device_of(args.device)), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve, "partial": True})
         del iso_n, ppr_n, data, x
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     sizes = [r["passages"] for r in rows]
@@ -177,7 +180,7 @@ def main() -> None:
     fig.tight_layout()
     RESULTS.mkdir(parents=True, exist_ok=True)
     fig.savefig(RESULTS / "latency.png", dpi=100)
-    write_json("latency.json", {"k": K, "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve})
+    write_json("latency.json", {"k": K, "device": str(device_of(args.device)), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve})
 
 
 if __name__ == "__main__":
