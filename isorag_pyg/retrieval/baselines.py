@@ -29,7 +29,7 @@ class DenseRetriever:
         self.index = GraphIndex(torch.empty(2, 0, dtype=torch.long), embeddings, device)
         self.query_chunk = query_chunk
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
         k = check_k(k, self.index.num_nodes)
 
@@ -97,7 +97,7 @@ class GlobalPPRRetriever:
         self.lambda_graph, self.lambda_dense, self.tol, self.max_iter = lambda_graph, lambda_dense, tol, max_iter
         self.query_chunk = query_chunk
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
         n = self.index.num_nodes
         k = check_k(k, n)

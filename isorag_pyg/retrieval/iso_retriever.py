@@ -97,7 +97,7 @@ class ISORetriever:
         pool = min(n, max(k, math.ceil(self.over_retrieval * k)))
         return k, pool, min(self.num_seeds, pool)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
         chunk = query_chunk_size(self.index.num_nodes, self.query_chunk)
         return retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, k, trace))
