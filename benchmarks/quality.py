@@ -2,14 +2,19 @@
 the φ ablations, with the knobs in conf/ (tuned on the training questions by tune_iso.py).
 
     python benchmarks/quality.py [--datasets musique hotpotqa 2wikimultihopqa] [--graphs leakfree title_mention context_cooccurrence]
+    python benchmarks/quality.py --per-dataset-knobs benchmarks/results/tuning_round3.json --graphs title_mention
 
 ``context_cooccurrence`` builds the graph from the evaluated questions' own contexts: it is
 reported separately, labelled LEAK, and is not a held-out result. Writes
-benchmarks/results/quality.json.
+benchmarks/results/quality.json. With ``--per-dataset-knobs TUNING_JSON`` every ISO-RAG variant
+(and its φ ablations) takes, per dataset, the setting that scored best on that dataset's training
+questions in a tune_iso.py output (first best in grid order, real φ), and the results go to
+quality_<tuning file stem>.json.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import tempfile
 from pathlib import Path
@@ -24,11 +29,26 @@ RETRIEVERS = ["iso", "dense", "bm25", "ppr", "iso_uniform", "iso_shuffled", "iso
 ABLATIONS = ["iso_uniform", "iso_shuffled", "iso_random"]
 
 
+def best_training_knobs(path: Path) -> dict[str, dict]:
+    """Per dataset, the ISO-RAG setting with the best training Recall@5 (first in grid order, real φ)."""
+    tuning = json.loads(path.read_text())
+    keys = [k for k in tuning["grid"] if k != "phi_mode"]
+    best: dict[str, dict] = {}
+    for row in tuning["rows"]:
+        if row["retriever"] != "iso" or row.get("phi_mode", "real") != "real":
+            continue
+        if row["dataset"] not in best or row["recall@5"] > best[row["dataset"]]["recall@5"]:
+            best[row["dataset"]] = row
+    return {dataset: {k: row[k] for k in keys} for dataset, row in best.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
     parser.add_argument("--graphs", nargs="+", default=["leakfree", "title_mention", "context_cooccurrence"])
+    parser.add_argument("--per-dataset-knobs", type=Path, default=None, help="a tune_iso.py JSON: each dataset's best training setting")
     args = parser.parse_args()
+    knobs = best_training_knobs(args.per_dataset_knobs) if args.per_dataset_knobs else {}
     logging.basicConfig(level=logging.WARNING)
     results = []
     for dataset in args.datasets:
@@ -42,7 +62,8 @@ def main() -> None:
             ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
             scores = {}
             for name in RETRIEVERS:
-                result = build_retriever(retriever_config(name), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
+                overrides = knobs.get(dataset, {}) if name.startswith("iso") else {}
+                result = build_retriever(retriever_config(name, **overrides), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
                 scores[name] = retrieval_metrics(result.indices, inputs.gold)
             iso = scores["iso"]["recall@5"]
             entry = {
@@ -59,7 +80,11 @@ def main() -> None:
                 print(f"  {name:14s} {m['recall@5']:6.3f} {m['recall@10']:6.3f} {m['precision@5']:6.3f} {m['precision@10']:6.3f}")
             print(f"  ISO/dense R@5 ratio {iso / scores['dense']['recall@5']:.3f}, ISO/PPR {iso / scores['ppr']['recall@5']:.3f}; "
                   f"real φ beats every ablation: {entry['real_phi_beats_ablations_r5']}", flush=True)
-    write_json("quality.json", {"split": "dev", "knobs": "conf/retriever/iso.yaml (tuned on training questions)", "results": results})
+    if knobs:
+        write_json(f"quality_{args.per_dataset_knobs.stem}.json", {"split": "dev", "knobs": f"per dataset, best on its training questions in {args.per_dataset_knobs.name}",
+                                                                  "per_dataset_knobs": knobs, "results": results})
+    else:
+        write_json("quality.json", {"split": "dev", "knobs": "conf/retriever/iso.yaml (tuned on training questions)", "results": results})
 
 
 if __name__ == "__main__":
