@@ -43,3 +43,15 @@ def write_json(name: str, payload: dict[str, Any]) -> Path:
     path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
     print(f"wrote {path}")
     return path
+
+
+def best_iso_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per dataset, the tune_iso.py row of the real-φ ISO-RAG setting with the best Recall@5
+    (the first such in grid order on ties)."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["retriever"] != "iso" or row.get("phi_mode", "real") != "real":
+            continue
+        if row["dataset"] not in best or row["recall@5"] > best[row["dataset"]]["recall@5"]:
+            best[row["dataset"]] = row
+    return best

@@ -147,6 +147,7 @@ def main() -> None:
     parser.add_argument("--device", default="auto", help="where ISO-RAG and our global PPR run: auto (CUDA when present), cpu, cuda")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    device = device_of(args.device)
     rcfg = retriever_config("iso", device=args.device)
     alpha = float(rcfg.alpha)
     cfg = eval_config("dataset=2wikimultihopqa", "graph=leakfree")
@@ -163,11 +164,10 @@ def main() -> None:
     for n in args.sizes:
         data, x, q, log_phi = synthetic_corpus(n, args.queries)
         params = {k: rcfg[k] for k in ("num_seeds", "over_retrieval", "hops", "max_expansion", "beta", "alpha", "tau", "lambda_graph", "lambda_dense", "tol", "max_iter")}
-        device = device_of(args.device)
         iso_n = ISORetriever(data, x, log_phi, device=device, **params)
         ppr_n = GlobalPPRRetriever(data, x, alpha=alpha, device=device)
         rows.append(measure(f"generated-{n}", iso_n, ppr_n, iso_n.index.edge_index, n, x, q, alpha, 20 if n < 1_000_000 else 5))
-        write_json("latency.json", {"k": K, "device": str(device_of(args.device)), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve, "partial": True})
+        write_json("latency.json", {"k": K, "device": str(device), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve, "partial": True})
         del iso_n, ppr_n, data, x
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     sizes = [r["passages"] for r in rows]
@@ -180,7 +180,7 @@ def main() -> None:
     fig.tight_layout()
     RESULTS.mkdir(parents=True, exist_ok=True)
     fig.savefig(RESULTS / "latency.png", dpi=100)
-    write_json("latency.json", {"k": K, "device": str(device_of(args.device)), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve})
+    write_json("latency.json", {"k": K, "device": str(device), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve})
 
 
 if __name__ == "__main__":

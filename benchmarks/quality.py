@@ -19,7 +19,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from _common import eval_config, retriever_config, write_json
+from _common import best_iso_rows, eval_config, retriever_config, write_json
 
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
@@ -30,16 +30,12 @@ ABLATIONS = ["iso_uniform", "iso_shuffled", "iso_random"]
 
 
 def best_training_knobs(path: Path) -> dict[str, dict]:
-    """Per dataset, the ISO-RAG setting with the best training Recall@5 (first in grid order, real φ)."""
+    """Per dataset, the knobs of the best real-φ ISO-RAG setting in a tune_iso.py output."""
     tuning = json.loads(path.read_text())
+    if not isinstance(tuning, dict) or "grid" not in tuning or "rows" not in tuning:
+        raise SystemExit(f"{path}: not a benchmarks/tune_iso.py output (needs 'grid' and 'rows')")
     keys = [k for k in tuning["grid"] if k != "phi_mode"]
-    best: dict[str, dict] = {}
-    for row in tuning["rows"]:
-        if row["retriever"] != "iso" or row.get("phi_mode", "real") != "real":
-            continue
-        if row["dataset"] not in best or row["recall@5"] > best[row["dataset"]]["recall@5"]:
-            best[row["dataset"]] = row
-    return {dataset: {k: row[k] for k in keys} for dataset, row in best.items()}
+    return {dataset: {k: row[k] for k in keys} for dataset, row in best_iso_rows(tuning["rows"]).items()}
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from _common import eval_config, retriever_config, write_json
+from _common import best_iso_rows, eval_config, retriever_config, write_json
 
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
@@ -47,10 +47,8 @@ GRIDS = {
 
 def print_best_per_dataset(rows: list[dict], keys: list[str]) -> None:
     """Each dataset's best setting on its training questions, against global PPR there."""
-    for dataset in dict.fromkeys(r["dataset"] for r in rows):
-        mine = [r for r in rows if r["dataset"] == dataset]
-        ppr = next(r["recall@5"] for r in mine if r["retriever"] == "ppr")
-        best = max((r for r in mine if r["retriever"] == "iso"), key=lambda r: r["recall@5"])
+    for dataset, best in best_iso_rows(rows).items():
+        ppr = next(r["recall@5"] for r in rows if r["dataset"] == dataset and r["retriever"] == "ppr")
         print(f"  {dataset}: best ISO-RAG {best['recall@5']:.4f} (global PPR {ppr:.4f}, ratio {best['recall@5'] / ppr:.3f}) at "
               + " ".join(f"{k}={best[k]}" for k in keys))
 

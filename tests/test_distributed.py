@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from omegaconf import OmegaConf
 
@@ -62,3 +63,5 @@ def test_fewer_questions_than_ranks_runs_in_one_process(caplog):
     result, seconds = timed_retrieve(retriever, queries, 3, torch.device("cpu"), OmegaConf.create({"devices": 2, "accelerator": "cpu", "strategy": "ddp"}))
     assert result.indices[0, 0] == 0 and seconds >= 0
     assert "one process" in caplog.text
+    with pytest.raises(ValueError, match="sharding.devices"):
+        timed_retrieve(retriever, queries, 3, torch.device("cpu"), OmegaConf.create({"devices": 0, "accelerator": "cpu", "strategy": "ddp"}))

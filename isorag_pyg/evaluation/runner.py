@@ -20,7 +20,7 @@ from isorag_pyg.evaluation.sharded import sharded_retrieve
 from isorag_pyg.pipeline import CorpusBundle, build_encoder, device_of, prepare_corpus, process_rank
 from isorag_pyg.qa.prompt import PromptTemplate
 from isorag_pyg.qa.runner import answer_questions, build_generator
-from isorag_pyg.retrieval.factory import build_retriever, synchronize
+from isorag_pyg.retrieval.factory import build_retriever, time_retrieval
 from isorag_pyg.retrieval.types import Queries, RetrievalResult
 from isorag_pyg.encoders.cache import cache_key, default_cache_dir
 from isorag_pyg.training.run import corpus_hash, fit_f_theta, load_ball_embeddings, save_ball_embeddings
@@ -70,24 +70,17 @@ def f_theta_cache_path(cfg: DictConfig, bundle: CorpusBundle) -> Path | None:
     return directory / f"ball-{cache_key('f_theta', parts)[:40]}.pt"
 
 
-def _timed_retrieve(retriever, queries: Queries, k: int, device) -> tuple[RetrievalResult, float]:
-    retriever.retrieve(queries.slice(0, 1), k)  # warm-up, not timed
-    synchronize(device)
-    start = time.perf_counter()
-    result = retriever.retrieve(queries, k)
-    synchronize(device)
-    return result, time.perf_counter() - start
-
-
 def timed_retrieve(retriever, queries: Queries, k: int, device, sharding: DictConfig | None) -> tuple[RetrievalResult, float]:
     """All queries in one batched call, or sharded over ``sharding.devices`` DDP ranks; returns the
     result and the retrieval seconds (the slowest rank's when sharded)."""
-    if sharding is not None and sharding.devices > 1:
-        if len(queries) < sharding.devices:  # a rank would get no question: not worth processes
-            log.warning("%d question(s) for %d ranks: retrieving in one process", len(queries), sharding.devices)
-            return _timed_retrieve(retriever, queries, k, device)
-        return sharded_retrieve(retriever, queries, k, sharding.devices, sharding.accelerator, sharding.strategy, device)
-    return _timed_retrieve(retriever, queries, k, device)
+    devices = 1 if sharding is None else int(sharding.devices)
+    if devices < 1:
+        raise ValueError(f"sharding.devices must be >= 1, got {devices}")
+    if devices > 1 and len(queries) < devices:  # a rank would get no question: not worth processes
+        log.warning("%d question(s) for %d ranks: retrieving in one process", len(queries), devices)
+    elif devices > 1:
+        return sharded_retrieve(retriever, queries, k, devices, sharding.accelerator, sharding.strategy, device)
+    return time_retrieval(retriever, queries, k, device)
 
 
 def _write_traces(path: Path, bundle: CorpusBundle, result: RetrievalResult, gold: list[set[int]]) -> None:

@@ -7,7 +7,6 @@ the full result in question order and the metrics are those of a single process.
 from __future__ import annotations
 
 import math
-import time
 
 import lightning as L
 import torch
@@ -15,14 +14,14 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from isorag_pyg.retrieval.factory import synchronize
+from isorag_pyg.retrieval.factory import time_retrieval
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
 
 
 class ShardedRetrieval(L.LightningModule):
     """Runs ``retriever`` on the query rows a rank's dataloader hands it; see :func:`sharded_retrieve`."""
 
-    def __init__(self, retriever: Retriever, queries: Queries, k: int, device: torch.device | None = None):
+    def __init__(self, retriever: Retriever, queries: Queries, k: int, device: torch.device | str = "cpu"):
         super().__init__()
         self.retriever, self.queries, self.k, self.retrieval_device = retriever, queries, k, device
         self.parts: list[tuple[Tensor, RetrievalResult]] = []
@@ -30,16 +29,12 @@ class ShardedRetrieval(L.LightningModule):
 
     def on_predict_epoch_start(self) -> None:
         self.parts, self.seconds = [], 0.0
-        self.retriever.retrieve(self.queries.slice(0, 1), self.k)  # warm-up, not timed
 
     def predict_step(self, rows: Tensor, batch_idx: int) -> Tensor:
         rows = rows.cpu()
         part = Queries([self.queries.texts[i] for i in rows.tolist()], self.queries.embeddings[rows])
-        synchronize(self.retrieval_device)
-        start = time.perf_counter()
-        result = self.retriever.retrieve(part, self.k)
-        synchronize(self.retrieval_device)
-        self.seconds += time.perf_counter() - start
+        result, seconds = time_retrieval(self.retriever, part, self.k, self.retrieval_device)
+        self.seconds += seconds
         self.parts.append((rows, result))
         return result.indices
 
@@ -62,7 +57,7 @@ class ShardedRetrieval(L.LightningModule):
 
 def sharded_retrieve(
     retriever: Retriever, queries: Queries, k: int, devices: int, accelerator: str = "cpu", strategy: str = "ddp",
-    device: torch.device | None = None,
+    device: torch.device | str = "cpu",
 ) -> tuple[RetrievalResult, float]:
     """Answer ``queries`` on ``devices`` DDP ranks (on CPU over gloo); returns, on every rank, the
     full result in query order and the wall time of the slowest rank.

@@ -9,15 +9,9 @@ from torch_geometric.data import Data
 
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.iso_retriever import teleport_weights
-from isorag_pyg.retrieval.scoring import query_chunk_size
+from isorag_pyg.retrieval.scoring import query_chunk_size, row_minmax
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, check_k, retrieve_in_chunks
 from isorag_pyg.utils.ppr import personalized_pagerank
-
-
-def _minmax_rows(values: Tensor) -> Tensor:
-    lo, hi = values.min(dim=1, keepdim=True).values, values.max(dim=1, keepdim=True).values
-    span = hi - lo
-    return torch.where(span > 0, (values - lo) / span.clamp_min(1e-30), torch.zeros_like(values))
 
 
 class DenseRetriever:
@@ -109,9 +103,9 @@ class GlobalPPRRetriever:
             columns = torch.arange(scores.size(0), device=scores.device).unsqueeze(1).expand_as(seeds.indices)
             teleport[seeds.indices, columns] = teleport_weights(seeds.values, self.tau)
             ppr = personalized_pagerank(self.index.edge_index, teleport, self.alpha, tol=self.tol, max_iter=self.max_iter)
-            dense = _minmax_rows(scores)
+            dense = row_minmax(scores)
             # the 1e-6 dense term breaks ties (e.g. unreachable passages) by the dense order
-            fused = self.lambda_graph * _minmax_rows(ppr.pi.t()) + (self.lambda_dense + 1e-6) * dense
+            fused = self.lambda_graph * row_minmax(ppr.pi.t()) + (self.lambda_dense + 1e-6) * dense
             top = fused.topk(k, dim=1)
             result = RetrievalResult.ranked(top.indices, top.values, {"queries": float(len(part)), "ppr_iterations_max": float(ppr.iterations)}, trace)
             for t, s in zip(result.traces or [], seeds.indices.tolist()):

@@ -1,6 +1,7 @@
 """Build a retriever from its ``conf/retriever`` config."""
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import torch
@@ -10,7 +11,7 @@ from torch import Tensor
 from isorag_pyg.pipeline import CorpusBundle, device_of
 from isorag_pyg.retrieval.baselines import BM25Retriever, DenseRetriever, GlobalPPRRetriever
 from isorag_pyg.retrieval.iso_retriever import ISORetriever
-from isorag_pyg.retrieval.types import Retriever
+from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
 from isorag_pyg.utils.isoperimetric import ball_log_profile
 
 KINDS = ("iso", "dense", "bm25", "ppr")
@@ -47,3 +48,13 @@ def synchronize(device: torch.device | str) -> None:
     """Wait for queued CUDA work so wall-clock timings are honest."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
+
+
+def time_retrieval(retriever: Retriever, queries: Queries, k: int, device: torch.device | str) -> tuple[RetrievalResult, float]:
+    """One untimed warm-up query, then all ``queries`` in one call: the result and its seconds."""
+    retriever.retrieve(queries.slice(0, 1), k)
+    synchronize(device)
+    start = time.perf_counter()
+    result = retriever.retrieve(queries, k)
+    synchronize(device)
+    return result, time.perf_counter() - start

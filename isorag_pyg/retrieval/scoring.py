@@ -1,4 +1,4 @@
-"""Dense scoring in query chunks (never an N x N matrix) and per-segment min-max."""
+"""Dense scoring in query chunks (never an N x N matrix), per-segment and per-row min-max."""
 from __future__ import annotations
 
 import torch
@@ -14,14 +14,24 @@ def query_chunk_size(num_passages: int, requested: int | None = None) -> int:
     return min(requested, fit) if requested else min(1024, fit)
 
 
+def _unit_scale(values: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
+    """``(values - lo) / (hi - lo)``; 0 where ``hi == lo``."""
+    span = hi - lo
+    return torch.where(span > 0, (values - lo) / span.clamp_min(torch.finfo(values.dtype).tiny), torch.zeros_like(values))
+
+
 def segment_minmax(values: Tensor, segment: Tensor, ptr: Tensor) -> Tensor:
     """Min-max scale ``values`` (``[M]`` or ``[M, C]``, each column on its own) within each
     contiguous segment (``segment`` sorted, offsets ``ptr``) to [0, 1]; constant segments become 0."""
     lengths = ptr[1:] - ptr[:-1]
     lo = torch.segment_reduce(values, "min", lengths=lengths, axis=0)[segment]
     hi = torch.segment_reduce(values, "max", lengths=lengths, axis=0)[segment]
-    span = hi - lo
-    return torch.where(span > 0, (values - lo) / span.clamp_min(torch.finfo(values.dtype).tiny), torch.zeros_like(values))
+    return _unit_scale(values, lo, hi)
+
+
+def row_minmax(values: Tensor) -> Tensor:
+    """Min-max scale every row of ``[Q, N]`` ``values`` to [0, 1]; constant rows become 0."""
+    return _unit_scale(values, values.min(dim=1, keepdim=True).values, values.max(dim=1, keepdim=True).values)
 
 
 def segment_topk(values: Tensor, segment: Tensor, ptr: Tensor, k: int) -> tuple[Tensor, Tensor]:

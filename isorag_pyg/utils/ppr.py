@@ -49,12 +49,6 @@ def csr_matrix(row: Tensor, col: Tensor, values: Tensor, num_nodes: int) -> Tens
     return torch.sparse_csr_tensor(crow, col, values[order], (num_nodes, num_nodes), check_invariants=False)
 
 
-def transition_matrix(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Column-stochastic :math:`W` as a sparse CSR tensor, and the dangling-node mask."""
-    row, col, values, dangling = transition_entries(edge_index, num_nodes, edge_weight)
-    return csr_matrix(row, col, values, num_nodes), dangling
-
-
 def personalized_pagerank(
     edge_index: Tensor,
     teleport: Tensor,
@@ -99,16 +93,16 @@ def personalized_pagerank(
     lengths = torch.bincount(batch, minlength=num_graphs)
     row, col, values, dangling = transition_entries(edge_index, n, edge_weight)
     dangling = dangling.nonzero().squeeze(1)
+    dangling_graph = batch[dangling]
     fold = r.size(1) == 1 and dangling.numel() > 0
     if fold:
         # one teleport column: a dangling node sends its mass back through r, so its column of W
         # can simply be r (restricted to its own graph); the iteration is then one matmul
         support = r[:, 0].nonzero().squeeze(1)
-        position, slot = neighbor_edges(rowptr_from_sorted_rows(batch[support], num_graphs), batch[dangling])
+        position, slot = neighbor_edges(rowptr_from_sorted_rows(batch[support], num_graphs), dangling_graph)
         row, col = torch.cat([row, support[slot]]), torch.cat([col, dangling[position]])
         values = torch.cat([values, r[support[slot], 0]])
     W = csr_matrix(row, col, values.to(r.dtype), n)
-    dangling_graph = batch[dangling]
 
     def largest_change(new: Tensor, old: Tensor) -> Tensor:  # max over graphs and columns of the L1 change
         if num_graphs == 1:
