@@ -45,12 +45,12 @@ def write_json(name: str, payload: dict[str, Any]) -> Path:
     return path
 
 
-def best_iso_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per dataset, the tune_iso.py row of the real-φ ISO-RAG setting with the best Recall@5
-    (the first such in grid order on ties)."""
+def best_rows(rows: list[dict[str, Any]], retriever: str = "iso") -> dict[str, dict[str, Any]]:
+    """Per dataset, the tune_iso.py row of ``retriever`` (real φ where φ applies) with the best
+    Recall@5 (the first such in grid order on ties)."""
     best: dict[str, dict[str, Any]] = {}
     for row in rows:
-        if row["retriever"] != "iso" or row.get("phi_mode", "real") != "real":
+        if row["retriever"] != retriever or row.get("phi_mode", "real") != "real":
             continue
         if row["dataset"] not in best or row["recall@5"] > best[row["dataset"]]["recall@5"]:
             best[row["dataset"]] = row

@@ -1,15 +1,22 @@
 """Retrieval quality on the shared dev sets: ISO-RAG against flat dense, BM25, global PPR and
-the φ ablations, with the knobs in conf/ (tuned on the training questions by tune_iso.py).
+the φ ablations.
 
     python benchmarks/quality.py [--datasets musique hotpotqa 2wikimultihopqa] [--graphs leakfree title_mention context_cooccurrence]
     python benchmarks/quality.py --per-dataset-knobs benchmarks/results/tuning_round3.json --graphs title_mention
+    python benchmarks/quality.py --tuned-on-dev --graphs title_mention --ablation-seeds 5
+
+Knobs: by default those in conf/retriever/iso.yaml (tuned on the training questions by
+tune_iso.py); with ``--per-dataset-knobs TUNING_JSON`` every ISO-RAG variant (and its φ
+ablations) takes, per dataset, the best real-φ setting in a tune_iso.py output (first best in
+grid order); with ``--tuned-on-dev`` ISO-RAG and its ablations use conf/retriever/iso_dev_<dataset>.yaml
+and global PPR is also run as conf/retriever/ppr_dev_<dataset>.yaml: knobs chosen on these same
+dev questions, so those scores are IN-SAMPLE (tune_iso.py's cross-validation says how much of it
+is selection). ``--ablation-seeds N`` runs the shuffled and random φ ablations with seeds 0..N-1,
+and real φ must beat every one of them.
 
 ``context_cooccurrence`` builds the graph from the evaluated questions' own contexts: it is
 reported separately, labelled LEAK, and is not a held-out result. Writes
-benchmarks/results/quality.json. With ``--per-dataset-knobs TUNING_JSON`` every ISO-RAG variant
-(and its φ ablations) takes, per dataset, the setting that scored best on that dataset's training
-questions in a tune_iso.py output (first best in grid order, real φ), and the results go to
-quality_<tuning file stem>.json.
+benchmarks/results/quality.json, quality_<tuning file stem>.json or quality_dev_tuned.json.
 """
 from __future__ import annotations
 
@@ -19,14 +26,15 @@ import logging
 import tempfile
 from pathlib import Path
 
-from _common import best_iso_rows, eval_config, retriever_config, write_json
+from _common import best_rows, eval_config, retriever_config, write_json
+from omegaconf import DictConfig
 
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
 from isorag_pyg.retrieval.factory import build_retriever
 
-RETRIEVERS = ["iso", "dense", "bm25", "ppr", "iso_uniform", "iso_shuffled", "iso_random"]
-ABLATIONS = ["iso_uniform", "iso_shuffled", "iso_random"]
+BASELINES = ["dense", "bm25", "ppr"]
+ABLATIONS = ["uniform", "shuffled", "random"]
 
 
 def best_training_knobs(path: Path) -> dict[str, dict]:
@@ -35,15 +43,34 @@ def best_training_knobs(path: Path) -> dict[str, dict]:
     if not isinstance(tuning, dict) or "grid" not in tuning or "rows" not in tuning:
         raise SystemExit(f"{path}: not a benchmarks/tune_iso.py output (needs 'grid' and 'rows')")
     keys = [k for k in tuning["grid"] if k != "phi_mode"]
-    return {dataset: {k: row[k] for k in keys} for dataset, row in best_iso_rows(tuning["rows"]).items()}
+    return {dataset: {k: row[k] for k in keys} for dataset, row in best_rows(tuning["rows"]).items()}
+
+
+def retrievers(dataset: str, knobs: dict, tuned_on_dev: bool, ablation_seeds: int) -> dict[str, DictConfig]:
+    """Label -> retriever config: ISO-RAG, the baselines, then the φ ablations of ISO-RAG."""
+    iso_name = f"iso_dev_{dataset}" if tuned_on_dev else "iso"
+    plan = {"iso": retriever_config(iso_name, **knobs)}
+    plan.update({name: retriever_config(name) for name in BASELINES})
+    if tuned_on_dev:
+        plan["ppr_dev"] = retriever_config(f"ppr_dev_{dataset}")
+    for mode in ABLATIONS:
+        for seed in range(1 if mode == "uniform" else ablation_seeds):
+            label = f"iso_{mode}" + (f"_seed{seed}" if seed else "")
+            plan[label] = retriever_config(iso_name, **knobs, phi_mode=mode, seed=seed)
+    return plan
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
     parser.add_argument("--graphs", nargs="+", default=["leakfree", "title_mention", "context_cooccurrence"])
-    parser.add_argument("--per-dataset-knobs", type=Path, default=None, help="a tune_iso.py JSON: each dataset's best training setting")
+    knob_source = parser.add_mutually_exclusive_group()
+    knob_source.add_argument("--per-dataset-knobs", type=Path, default=None, help="a tune_iso.py JSON: each dataset's best setting there")
+    knob_source.add_argument("--tuned-on-dev", action="store_true", help="conf/retriever/iso_dev_<dataset>.yaml and ppr_dev_<dataset>.yaml (in-sample)")
+    parser.add_argument("--ablation-seeds", type=int, default=1, help="seeds 0..N-1 of the shuffled and random φ ablations")
     args = parser.parse_args()
+    if args.ablation_seeds < 1:
+        raise SystemExit("--ablation-seeds must be >= 1")
     knobs = best_training_knobs(args.per_dataset_knobs) if args.per_dataset_knobs else {}
     logging.basicConfig(level=logging.WARNING)
     results = []
@@ -57,30 +84,40 @@ def main() -> None:
                 continue
             ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
             scores = {}
-            for name in RETRIEVERS:
-                overrides = knobs.get(dataset, {}) if name.startswith("iso") else {}
-                result = build_retriever(retriever_config(name, **overrides), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
-                scores[name] = retrieval_metrics(result.indices, inputs.gold)
-            iso = scores["iso"]["recall@5"]
-            entry = {
-                "dataset": dataset, "graph": graph, "builders": inputs.bundle.graph.builders, "leak": inputs.bundle.leak,
-                "n_questions": len(inputs.queries), "metrics": scores,
-                "iso_beats_dense_r5": iso > scores["dense"]["recall@5"], "iso_beats_ppr_r5": iso > scores["ppr"]["recall@5"],
-                "real_phi_beats_ablations_r5": all(iso > scores[a]["recall@5"] for a in ABLATIONS),
-            }
-            results.append(entry)
-            label = "LEAK " if entry["leak"] else ""
-            print(f"\n{dataset} / {graph} {label}({entry['n_questions']} dev questions)")
-            print(f"  {'retriever':14s} {'R@5':>6s} {'R@10':>6s} {'P@5':>6s} {'P@10':>6s}")
-            for name, m in scores.items():
-                print(f"  {name:14s} {m['recall@5']:6.3f} {m['recall@10']:6.3f} {m['precision@5']:6.3f} {m['precision@10']:6.3f}")
-            print(f"  ISO/dense R@5 ratio {iso / scores['dense']['recall@5']:.3f}, ISO/PPR {iso / scores['ppr']['recall@5']:.3f}; "
-                  f"real φ beats every ablation: {entry['real_phi_beats_ablations_r5']}", flush=True)
-    if knobs:
+            for label, rcfg in retrievers(dataset, knobs.get(dataset, {}), args.tuned_on_dev, args.ablation_seeds).items():
+                result = build_retriever(rcfg, inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
+                scores[label] = retrieval_metrics(result.indices, inputs.gold)
+            results.append(summarise(dataset, graph, inputs, scores))
+    if args.tuned_on_dev:
+        write_json("quality_dev_tuned.json", {"split": "dev", "knobs": "conf/retriever/iso_dev_<dataset>.yaml and ppr_dev_<dataset>.yaml, "
+                                              "tuned on these same dev questions (tuning_round4_dev.json): IN-SAMPLE", "results": results})
+    elif knobs:
         write_json(f"quality_{args.per_dataset_knobs.stem}.json", {"split": "dev", "knobs": f"per dataset, best on its training questions in {args.per_dataset_knobs.name}",
                                                                   "per_dataset_knobs": knobs, "results": results})
     else:
         write_json("quality.json", {"split": "dev", "knobs": "conf/retriever/iso.yaml (tuned on training questions)", "results": results})
+
+
+def summarise(dataset: str, graph: str, inputs, scores: dict[str, dict[str, float]]) -> dict:
+    """The bar's checks for one dataset and graph, printed as a table."""
+    r5 = {label: m["recall@5"] for label, m in scores.items()}
+    iso, ppr_labels = r5["iso"], [label for label in r5 if label.startswith("ppr")]
+    ablations = [label for label in r5 if label.startswith("iso_")]
+    entry = {
+        "dataset": dataset, "graph": graph, "builders": inputs.bundle.graph.builders, "leak": inputs.bundle.leak,
+        "n_questions": len(inputs.queries), "metrics": scores,
+        "iso_beats_dense_r5": iso > r5["dense"], "iso_beats_ppr_r5": all(iso > r5[p] for p in ppr_labels),
+        "real_phi_beats_ablations_r5": all(iso > r5[a] for a in ablations),
+    }
+    label = "LEAK " if entry["leak"] else ""
+    print(f"\n{dataset} / {graph} {label}({entry['n_questions']} dev questions)")
+    print(f"  {'retriever':20s} {'R@5':>6s} {'R@10':>6s} {'P@5':>6s} {'P@10':>6s}")
+    for name, m in scores.items():
+        print(f"  {name:20s} {m['recall@5']:6.3f} {m['recall@10']:6.3f} {m['precision@5']:6.3f} {m['precision@10']:6.3f}")
+    best_ppr = max(r5[p] for p in ppr_labels)
+    print(f"  ISO/dense R@5 ratio {iso / r5['dense']:.3f}, ISO/best PPR {iso / best_ppr:.3f}; "
+          f"real φ beats every ablation: {entry['real_phi_beats_ablations_r5']}", flush=True)
+    return entry
 
 
 if __name__ == "__main__":

@@ -1,11 +1,16 @@
-"""Tune ISO-RAG's knobs on the TRAINING questions of each shared dataset (split=train, each over
-its own corpus), never on the dev questions that the quality benchmark reports.
+"""Tune ISO-RAG's knobs, and global PPR's, on one split of each shared dataset.
 
-    python benchmarks/tune_iso.py [--datasets musique hotpotqa 2wikimultihopqa] [--graphs leakfree title_mention] [--grid round2|round3]
+    python benchmarks/tune_iso.py [--split train|dev] [--grid round2|round3|round4] [--datasets ...] [--graphs title_mention ...]
 
-Prints the best settings by mean Recall@5 over the datasets and writes
-benchmarks/results/tuning.json (round 2, whose choice is recorded in conf/retriever/iso.yaml) or
-tuning_round3.json.
+``--split train`` (the default) tunes on the TRAINING questions (each over its own corpus), never
+on the dev questions that benchmarks/quality.py reports: results/tuning.json (round 2, recorded in
+conf/retriever/iso.yaml) and tuning_round3.json. ``--split dev`` tunes on the dev questions
+themselves, as issue #4 asks, and writes tuning_<grid>_dev.json: its best scores are IN-SAMPLE
+(chosen on the questions they are measured on). To show how much of them is selection, every run
+also reports a repeated 2-fold cross-validation of the same selection (choose on half the
+questions, score on the other half) for ISO-RAG with real φ, ISO-RAG with uniform φ and global PPR.
+The best settings per dataset of the dev run are recorded in conf/retriever/iso_dev_<dataset>.yaml
+and ppr_dev_<dataset>.yaml (tests/test_tuned_configs.py checks that they match).
 """
 from __future__ import annotations
 
@@ -14,43 +19,81 @@ import itertools
 import logging
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from _common import best_iso_rows, eval_config, retriever_config, write_json
+from _common import best_rows, eval_config, retriever_config, write_json
 
-from isorag_pyg.evaluation.metrics import retrieval_metrics
+from isorag_pyg.evaluation.metrics import per_question_recall, retrieval_metrics
 from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
+from isorag_pyg.evaluation.selection import cross_validated_selection
 from isorag_pyg.retrieval.factory import build_retriever
 
 # Round 1 (results/tuning_round1.json: graphs leakfree and title_mention, hops 1-2, shell_floor 0) found
 # title_mention best, hops=2 no better than 1, and pruning costly because empty 2-hop shells give φ = 0;
 # round 2 (results/tuning.json, the knobs in conf/retriever/iso.yaml) adds shell_floor; round 3
 # (results/tuning_round3.json) keeps round 2's φ (p=1, shell_floor=8, lambda_graph=0.9) and searches
-# the candidate set (hops, hub cap, over-retrieval) with β, α and the uniform-φ control, per dataset.
+# the candidate set (hops, hub cap, over-retrieval) with β, α and the uniform-φ control, per dataset;
+# round 4 searches the candidate set and φ (p, shell_floor, β) together.
 GRIDS = {
-    "round2": ("tuning.json", {
+    "round2": {
         "alpha": [0.5, 0.85],
         "lambda_graph": [0.5, 0.9],
         "beta": [0.01, 0.05, 0.1, 0.3],
         "p": [1.0, 4.0],
         "shell_floor": [0.0, 1.0, 8.0],
-    }),
-    "round3": ("tuning_round3.json", {
+    },
+    "round3": {
         "hops": [1, 2],
         "max_expansion": [30, 100],
         "over_retrieval": [2.0, 5.0],
         "alpha": [0.5, 0.85],
         "beta": [0.01, 0.05, 0.1, 0.2],
         "phi_mode": ["real", "uniform"],
-    }),
+    },
+    "round4": {
+        "alpha": [0.5, 0.85],
+        "over_retrieval": [2.0, 5.0],
+        "hops": [1, 2],
+        "max_expansion": [30, 100],
+        "p": [1.0, 4.0],
+        "shell_floor": [0.0, 8.0],
+        "beta": [0.01, 0.05, 0.1, 0.2, 0.3, 0.5],
+        "phi_mode": ["real", "uniform"],
+    },
 }
+OUTPUT = {("round2", "train"): "tuning.json", ("round3", "train"): "tuning_round3.json"}
+# global PPR gets the same chance: its teleport probability and fusion weight, on the same questions
+PPR_GRID = {"alpha": [0.5, 0.7, 0.85], "lambda_graph": [1.0, 0.9]}
+# knobs that only shape φ: with uniform φ nothing is pruned, so their first value is enough
+PHI_KNOBS = ("beta", "p", "shell_floor")
 
 
-def print_best_per_dataset(rows: list[dict], keys: list[str]) -> None:
-    """Each dataset's best setting on its training questions, against global PPR there."""
-    for dataset, best in best_iso_rows(rows).items():
-        ppr = next(r["recall@5"] for r in rows if r["dataset"] == dataset and r["retriever"] == "ppr")
-        print(f"  {dataset}: best ISO-RAG {best['recall@5']:.4f} (global PPR {ppr:.4f}, ratio {best['recall@5'] / ppr:.3f}) at "
-              + " ".join(f"{k}={best[k]}" for k in keys))
+def settings(grid: dict[str, list]) -> list[dict[str, Any]]:
+    """Every grid point, the uniform-φ control only at the first value of the φ-only knobs."""
+    out = []
+    for values in itertools.product(*grid.values()):
+        setting = dict(zip(grid, values))
+        if setting.get("phi_mode", "real") != "real" and any(setting[k] != grid[k][0] for k in PHI_KNOBS if k in grid):
+            continue
+        if "lambda_graph" in setting:
+            setting["lambda_dense"] = round(1.0 - setting["lambda_graph"], 6)
+        out.append(setting)
+    return out
+
+
+def cross_validation(rows: list[dict], recalls: list) -> dict[str, dict[str, float]]:
+    """Held-out (2-fold, 3 repeats) against in-sample Recall@5 of each family's selection."""
+    families = {
+        "iso": lambda r: r["retriever"] == "iso" and r.get("phi_mode", "real") == "real",
+        "iso_uniform": lambda r: r["retriever"] == "iso" and r.get("phi_mode") == "uniform",
+        "ppr": lambda r: r["retriever"] == "ppr",
+    }
+    out = {}
+    for family, member in families.items():
+        scores = {i: recalls[i] for i, row in enumerate(rows) if member(row)}
+        if scores:
+            out[family] = cross_validated_selection(scores, folds=2, repeats=3)
+    return out
 
 
 def main() -> None:
@@ -58,46 +101,57 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
     parser.add_argument("--graphs", nargs="+", default=["title_mention"])
     parser.add_argument("--grid", choices=list(GRIDS), default="round2")
+    parser.add_argument("--split", choices=["train", "dev"], default="train")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    out_name, grid = GRIDS[args.grid]
+    grid = GRIDS[args.grid]
     keys = list(grid)
-    rows = []
+    rows, cv = [], {}
     for dataset in args.datasets:
         for graph in args.graphs:
-            cfg = eval_config(f"dataset={dataset}", f"graph={graph}", "split=train")
+            cfg = eval_config(f"dataset={dataset}", f"graph={graph}", f"split={args.split}")
             inputs = prepare_evaluation(cfg)
             ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
-            for name in ("dense", "ppr"):
-                result = build_retriever(retriever_config(name), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
-                rows.append({"dataset": dataset, "graph": graph, "retriever": name, **retrieval_metrics(result.indices, inputs.gold)})
-            for values in itertools.product(*grid.values()):
-                setting = dict(zip(keys, values))
-                if setting.get("phi_mode", "real") != "real" and setting["beta"] != min(grid["beta"]):
-                    continue  # uniform φ prunes nothing: one β is enough
-                coupled = {"lambda_dense": 1.0 - setting["lambda_graph"]} if "lambda_graph" in setting else {}
-                rcfg = retriever_config("iso", **setting, **coupled)
-                result = build_retriever(rcfg, inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
-                rows.append({"dataset": dataset, "graph": graph, "retriever": "iso", **setting,
-                             **retrieval_metrics(result.indices, inputs.gold)})
-            print(f"{dataset}/{graph}: {len(inputs.queries)} training questions done", flush=True)
+            runs: list[tuple[str, dict[str, Any]]] = [("dense", {})]
+            runs += [("ppr", {"alpha": a, "lambda_graph": lg, "lambda_dense": round(1.0 - lg, 6)}) for a, lg in itertools.product(*PPR_GRID.values())]
+            runs += [("iso", setting) for setting in settings(grid)]
+            here, recalls = [], []
+            for name, setting in runs:
+                result = build_retriever(retriever_config(name, **setting), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
+                here.append({"dataset": dataset, "graph": graph, "retriever": name, **setting, **retrieval_metrics(result.indices, inputs.gold)})
+                recalls.append(per_question_recall(result.indices, inputs.gold, 5))
+            rows += here
+            cv[f"{dataset}/{graph}"] = cross_validation(here, recalls)
+            print(f"{dataset}/{graph}: {len(inputs.queries)} {args.split} questions done", flush=True)
+    report(rows, keys, args, cv)
+
+
+def report(rows: list[dict], keys: list[str], args: argparse.Namespace, cv: dict) -> None:
     by_setting: dict[tuple, list[float]] = {}
     for row in rows:
         if row["retriever"] == "iso":
-            by_setting.setdefault((row["graph"], *(row[k] for k in keys)), []).append(row["recall@5"])
-    ranked = sorted(((sum(v) / len(v), k) for k, v in by_setting.items() if len(v) == len(args.datasets)), reverse=True)
-    print("best settings by mean recall@5 on the training questions:")
+            by_setting.setdefault((row["graph"], *(row.get(k) for k in keys)), []).append(row["recall@5"])
+    ranked = sorted(((sum(v) / len(v), k) for k, v in by_setting.items() if len(v) == len(args.datasets)), key=lambda t: -t[0])
+    print(f"best settings by mean recall@5 on the {args.split} questions:")
     for score, setting in ranked[:10]:
         print(f"  {score:.4f}  graph={setting[0]} " + " ".join(f"{k}={v}" for k, v in zip(keys, setting[1:])))
-    for graph in args.graphs:
-        for name in ("dense", "ppr"):
-            vals = [r["recall@5"] for r in rows if r["graph"] == graph and r["retriever"] == name]
-            print(f"  baseline {name:5s} graph={graph}: {sum(vals) / len(vals):.4f}")
-    print("best setting per dataset on its training questions:")
-    print_best_per_dataset(rows, keys)
+    print(f"best setting per dataset on its {args.split} questions (in-sample), and its 2-fold cross-validated (held-out) Recall@5:")
+    ppr_best = best_rows(rows, "ppr")
+    for dataset, best in best_rows(rows).items():
+        ppr = ppr_best[dataset]
+        print(f"  {dataset}: ISO-RAG {best['recall@5']:.4f} at " + " ".join(f"{k}={best[k]}" for k in keys if k != "phi_mode")
+              + f"; global PPR {ppr['recall@5']:.4f} at alpha={ppr['alpha']} lambda_graph={ppr['lambda_graph']}")
+        for family, value in cv[f"{dataset}/{best['graph']}"].items():
+            print(f"      {family:12s} in-sample {value['in_sample']:.4f}  held-out {value['held_out']:.4f}")
     best = ranked[0][1]
-    write_json(out_name, {"protocol": "split=train (training questions over their own corpus); dev untouched",
-                          "grid": grid, "best": {"graph": best[0], **dict(zip(keys, best[1:]))}, "rows": rows})
+    in_sample = args.split == "dev"
+    protocol = ("split=dev: tuned on the dev questions themselves; best scores are IN-SAMPLE, see cross_validation for held-out"
+                if in_sample else "split=train (training questions over their own corpus); dev untouched")
+    name = OUTPUT.get((args.grid, args.split), f"tuning_{args.grid}_{args.split}.json")
+    write_json(name, {"protocol": protocol, "split": args.split, "grid": GRIDS[args.grid], "ppr_grid": PPR_GRID,
+                      "best": {"graph": best[0], **dict(zip(keys, best[1:]))},
+                      "best_per_dataset": {d: {"iso": r, "ppr": ppr_best[d]} for d, r in best_rows(rows).items()},
+                      "cross_validation": cv, "rows": rows})
 
 
 if __name__ == "__main__":

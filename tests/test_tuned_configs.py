@@ -1,0 +1,48 @@
+"""The per-dataset knobs tuned on the dev questions (benchmarks/tune_iso.py --split dev --grid round4)
+are the ones recorded in conf/retriever/, and every recorded config runs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from isorag_pyg.evaluation.runner import run_evaluation
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = str(REPO / "conf")
+TUNING = REPO / "benchmarks" / "results" / "tuning_round4_dev.json"
+DATASETS = ["musique", "hotpotqa", "2wikimultihopqa"]
+
+
+def retriever(name: str):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose("eval", overrides=[f"retriever={name}", "paths.output_dir=."]).retriever
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_recorded_knobs_are_the_dev_tuning_winners(dataset):
+    tuning = json.loads(TUNING.read_text())
+    assert tuning["split"] == "dev" and "IN-SAMPLE" in tuning["protocol"]
+    best = tuning["best_per_dataset"][dataset]
+    iso, ppr = retriever(f"iso_dev_{dataset}"), retriever(f"ppr_dev_{dataset}")
+    assert iso.kind == "iso" and iso.phi_mode == "real" and ppr.kind == "ppr"
+    for key in tuning["grid"]:
+        if key != "phi_mode":
+            assert iso[key] == best["iso"][key], key
+    for key in tuning["ppr_grid"]:
+        assert ppr[key] == best["ppr"][key], key
+    assert ppr.lambda_dense == pytest.approx(1.0 - ppr.lambda_graph)
+
+
+def test_recorded_configs_run(tmp_path):
+    names = [f"{kind}_dev_{dataset}" for dataset in DATASETS for kind in ("iso", "ppr")]
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", "dataset.generator.num_entities=60", "dataset.generator.num_hubs=2",
+                                         "dataset.generator.hub_size=15", "dataset.generator.num_questions=10", "encoder.show_progress=false",
+                                         "trainer.max_epochs=1", "traces=false", f"compare=[{','.join(names)}]"])
+        summary = run_evaluation(cfg)
+    assert set(summary["retrievers"]) == set(names)
+    for name in names:
+        assert 0.0 <= summary["retrievers"][name]["recall@5"] <= 1.0
