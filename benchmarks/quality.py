@@ -12,7 +12,9 @@ grid order); with ``--tuned-on-dev`` ISO-RAG and its ablations use conf/retrieve
 and global PPR is also run as conf/retriever/ppr_dev_<dataset>.yaml: knobs chosen on these same
 dev questions, so those scores are IN-SAMPLE (tune_iso.py's cross-validation says how much of it
 is selection). ``--ablation-seeds N`` runs the shuffled and random φ ablations with seeds 0..N-1,
-and real φ must beat every one of them.
+and real φ must beat every one of them. Every run also reports ``iso_p0``: ISO-RAG with p = 0,
+where every volume is 1 and φ counts nodes, so the ball coordinates (f_θ) play no part; it is a
+control for the hyperbolic geometry, outside the issue's bar.
 
 ``context_cooccurrence`` builds the graph from the evaluated questions' own contexts: it is
 reported separately, labelled LEAK, and is not a held-out result. Writes
@@ -57,6 +59,7 @@ def retrievers(dataset: str, knobs: dict, tuned_on_dev: bool, ablation_seeds: in
         for seed in range(1 if mode == "uniform" else ablation_seeds):
             label = f"iso_{mode}" + (f"_seed{seed}" if seed else "")
             plan[label] = retriever_config(iso_name, **knobs, phi_mode=mode, seed=seed)
+    plan["iso_p0"] = retriever_config(iso_name, **knobs, p=0.0)
     return plan
 
 
@@ -102,12 +105,13 @@ def summarise(dataset: str, graph: str, inputs, scores: dict[str, dict[str, floa
     """The bar's checks for one dataset and graph, printed as a table."""
     r5 = {label: m["recall@5"] for label, m in scores.items()}
     iso, ppr_labels = r5["iso"], [label for label in r5 if label.startswith("ppr")]
-    ablations = [label for label in r5 if label.startswith("iso_")]
+    ablations = [label for label in r5 if label.startswith(tuple(f"iso_{mode}" for mode in ABLATIONS))]
     entry = {
         "dataset": dataset, "graph": graph, "builders": inputs.bundle.graph.builders, "leak": inputs.bundle.leak,
         "n_questions": len(inputs.queries), "metrics": scores,
         "iso_beats_dense_r5": iso > r5["dense"], "iso_beats_ppr_r5": all(iso > r5[p] for p in ppr_labels),
         "real_phi_beats_ablations_r5": all(iso > r5[a] for a in ablations),
+        "real_phi_beats_geometry_free_p0_r5": iso > r5["iso_p0"],
     }
     label = "LEAK " if entry["leak"] else ""
     print(f"\n{dataset} / {graph} {label}({entry['n_questions']} dev questions)")

@@ -123,6 +123,16 @@ def test_bad_inputs():
         log_isoperimetric_profile(torch.tensor([[0], [1]]), torch.zeros(2), shell_eps=-1.0)
     with pytest.raises(ValueError, match="refers to node"):
         log_isoperimetric_profile(torch.tensor([[0], [5]]), torch.zeros(2))
+    for p in (-1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="volume exponent"):
+            log_volume(torch.zeros(2, 3), p)
+
+
+def test_p_zero_counts_nodes():
+    z = torch.tensor([[0.0, 0.0], [0.9, 0.0], [0.0, 0.5]])
+    assert log_volume(z, 0.0).tolist() == [0.0, 0.0, 0.0]
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # path 0 - 1 - 2: φ = |shell| / |closed set|
+    assert torch.allclose(log_isoperimetric_profile(ei, log_volume(z, 0.0)).exp(), torch.tensor([0.5, 0.0, 0.5], dtype=torch.float64))
 
 
 @pytest.mark.parametrize("device", DEVICES)

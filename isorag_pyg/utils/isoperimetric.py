@@ -36,7 +36,9 @@ def log_conformal_factor(z: Tensor, c: float = 1.0) -> Tensor:
 
 
 def log_volume(z: Tensor, p: float = 1.0, c: float = 1.0) -> Tensor:
-    r""":math:`\log v(u) = p \log\lambda_c(z_u)` (float64)."""
+    r""":math:`\log v(u) = p \log\lambda_c(z_u)` (float64); ``p = 0`` gives every node volume 1."""
+    if not (math.isfinite(p) and p >= 0):
+        raise ValueError(f"the volume exponent p must be finite and >= 0, got {p}")
     return p * log_conformal_factor(z, c)
 
 
