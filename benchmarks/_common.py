@@ -14,7 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = str(REPO / "conf")
-RESULTS = REPO / "benchmarks" / "results"
+# ISORAG_BENCH_RESULTS redirects the JSON (the smoke tests use it to keep benchmarks/results/ untouched)
+RESULTS = Path(os.environ.get("ISORAG_BENCH_RESULTS", REPO / "benchmarks" / "results"))
 DATA_DIR = os.environ.get("ISORAG_DATA_DIR", str(REPO.parent / "shared" / "datasets"))
 
 
@@ -22,7 +23,7 @@ def eval_config(*overrides: str) -> DictConfig:
     """The ``eval`` config with overrides (no hydra run directory: output goes to a temp dir)."""
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("eval", overrides=[f"paths.output_dir={tempfile.mkdtemp(prefix='isorag-bench-')}",
-                                         f"dataset.data_dir={DATA_DIR}", "encoder.show_progress=false", *overrides])
+                                         f"++dataset.data_dir={DATA_DIR}", "encoder.show_progress=false", *overrides])
     return cfg
 
 

@@ -8,7 +8,7 @@ the φ ablations.
 Knobs: by default those in conf/retriever/iso.yaml (tuned on the training questions by
 tune_iso.py); with ``--per-dataset-knobs TUNING_JSON`` every ISO-RAG variant (and its φ
 ablations) takes, per dataset, the best real-φ setting in a tune_iso.py output (first best in
-grid order); with ``--tuned-on-dev`` ISO-RAG and its ablations use conf/retriever/iso_dev_<dataset>.yaml
+grid order; the JSON records which questions that was chosen on); with ``--tuned-on-dev`` ISO-RAG and its ablations use conf/retriever/iso_dev_<dataset>.yaml
 and global PPR is also run as conf/retriever/ppr_dev_<dataset>.yaml: knobs chosen on these same
 dev questions, so those scores are IN-SAMPLE (tune_iso.py's cross-validation says how much of it
 is selection). ``--ablation-seeds N`` runs the shuffled and random φ ablations with seeds 0..N-1,
@@ -39,13 +39,15 @@ BASELINES = ["dense", "bm25", "ppr"]
 ABLATIONS = ["uniform", "shuffled", "random"]
 
 
-def best_training_knobs(path: Path) -> dict[str, dict]:
-    """Per dataset, the knobs of the best real-φ ISO-RAG setting in a tune_iso.py output."""
+def tuned_knobs(path: Path) -> tuple[dict[str, dict], str]:
+    """Per dataset, the knobs of the best real-φ ISO-RAG setting in a tune_iso.py output, and
+    that output's tuning protocol."""
     tuning = json.loads(path.read_text())
     if not isinstance(tuning, dict) or "grid" not in tuning or "rows" not in tuning:
         raise SystemExit(f"{path}: not a benchmarks/tune_iso.py output (needs 'grid' and 'rows')")
     keys = [k for k in tuning["grid"] if k != "phi_mode"]
-    return {dataset: {k: row[k] for k in keys} for dataset, row in best_rows(tuning["rows"]).items()}
+    knobs = {dataset: {k: row[k] for k in keys} for dataset, row in best_rows(tuning["rows"]).items()}
+    return knobs, tuning.get("protocol", "unknown")
 
 
 def retrievers(dataset: str, knobs: dict, tuned_on_dev: bool, ablation_seeds: int) -> dict[str, DictConfig]:
@@ -71,15 +73,16 @@ def main() -> None:
     knob_source.add_argument("--per-dataset-knobs", type=Path, default=None, help="a tune_iso.py JSON: each dataset's best setting there")
     knob_source.add_argument("--tuned-on-dev", action="store_true", help="conf/retriever/iso_dev_<dataset>.yaml and ppr_dev_<dataset>.yaml (in-sample)")
     parser.add_argument("--ablation-seeds", type=int, default=1, help="seeds 0..N-1 of the shuffled and random φ ablations")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
     args = parser.parse_args()
     if args.ablation_seeds < 1:
         raise SystemExit("--ablation-seeds must be >= 1")
-    knobs = best_training_knobs(args.per_dataset_knobs) if args.per_dataset_knobs else {}
+    knobs, protocol = tuned_knobs(args.per_dataset_knobs) if args.per_dataset_knobs else ({}, "")
     logging.basicConfig(level=logging.WARNING)
     results = []
     for dataset in args.datasets:
         for graph in args.graphs:
-            cfg = eval_config(f"dataset={dataset}", f"graph={graph}")
+            cfg = eval_config(f"dataset={dataset}", f"graph={graph}", *args.override)
             inputs = prepare_evaluation(cfg)
             if inputs.bundle.stats["edges"] == 0:
                 print(f"\n{dataset} / {graph}: no edges (the question file carries no contexts); skipped", flush=True)
@@ -95,7 +98,7 @@ def main() -> None:
         write_json("quality_dev_tuned.json", {"split": "dev", "knobs": "conf/retriever/iso_dev_<dataset>.yaml and ppr_dev_<dataset>.yaml, "
                                               "tuned on these same dev questions (tuning_round4_dev.json): IN-SAMPLE", "results": results})
     elif knobs:
-        write_json(f"quality_{args.per_dataset_knobs.stem}.json", {"split": "dev", "knobs": f"per dataset, best on its training questions in {args.per_dataset_knobs.name}",
+        write_json(f"quality_{args.per_dataset_knobs.stem}.json", {"split": "dev", "knobs": f"per dataset, best in {args.per_dataset_knobs.name} ({protocol})",
                                                                   "per_dataset_knobs": knobs, "results": results})
     else:
         write_json("quality.json", {"split": "dev", "knobs": "conf/retriever/iso.yaml (tuned on training questions)", "results": results})

@@ -102,6 +102,7 @@ def main() -> None:
     parser.add_argument("--graphs", nargs="+", default=["title_mention"])
     parser.add_argument("--grid", choices=list(GRIDS), default="round2")
     parser.add_argument("--split", choices=["train", "dev"], default="train")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     grid = GRIDS[args.grid]
@@ -109,7 +110,7 @@ def main() -> None:
     rows, cv = [], {}
     for dataset in args.datasets:
         for graph in args.graphs:
-            cfg = eval_config(f"dataset={dataset}", f"graph={graph}", f"split={args.split}")
+            cfg = eval_config(f"dataset={dataset}", f"graph={graph}", f"split={args.split}", *args.override)
             inputs = prepare_evaluation(cfg)
             ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
             runs: list[tuple[str, dict[str, Any]]] = [("dense", {})]
