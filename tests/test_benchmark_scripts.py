@@ -50,3 +50,14 @@ def test_tuning_on_dev_then_quality_with_the_tuned_knobs(tmp_path):
     assert result["metrics"]["iso"]["recall@5"] == best["iso"]["recall@5"]
     ablations = ["iso_uniform", "iso_shuffled", "iso_shuffled_seed1", "iso_random", "iso_random_seed1"]
     assert result["real_phi_beats_ablations_r5"] == all(result["metrics"]["iso"]["recall@5"] > result["metrics"][a]["recall@5"] for a in ablations)
+
+
+def test_f_theta_geometry_compares_every_variant_with_p_zero(tmp_path):
+    run_script(tmp_path, "f_theta_geometry.py")
+    rows = json.loads((tmp_path / "f_theta_geometry.json").read_text())["rows"]
+    variants = ("default", "no_radial", "strong_radial", "wide_radius")
+    assert [(r["variant"], r["p"]) for r in rows] == [("none (p = 0)", 0.0)] + [(v, p) for v in variants for p in (1.0, 4.0)]
+    for row in rows:
+        assert 0.0 <= row["auroc"] <= 1.0 and all(0.0 <= row[f"recall@5_beta{b}"] <= 1.0 for b in (0.01, 0.05, 0.2))
+    radii = {r["variant"]: r["norm_range"] for r in rows}
+    assert radii["no_radial"] != radii["strong_radial"]  # the variants train different balls

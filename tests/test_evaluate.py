@@ -52,6 +52,12 @@ def test_f_theta_is_trained_once_then_cached(tmp_path):
     assert (tmp_path / "a" / "f_theta").is_dir() and not (tmp_path / "b" / "f_theta").exists()
 
 
+def test_p_zero_needs_no_f_theta(tmp_path):
+    summary = evaluate(tmp_path, "retriever.p=0", "traces=false", f"encoder.cache_dir={tmp_path / 'cache'}")
+    assert not (tmp_path / "f_theta").exists() and not list((tmp_path / "cache").glob("ball-*.pt"))
+    assert 0.0 < summary["recall@5"] <= 1.0
+
+
 def test_leaky_graph_is_labelled(tmp_path):
     summary = evaluate(tmp_path, "graph=context_cooccurrence", "retriever=dense", "traces=false")
     assert summary["leak"] is True and "leak" in summary["leak_note"]

@@ -18,7 +18,8 @@ KINDS = ("iso", "dense", "bm25", "ppr")
 
 
 def build_retriever(cfg: DictConfig, bundle: CorpusBundle, ball: Callable[[], tuple[Tensor, float]]) -> Retriever:
-    """``ball()`` supplies f_θ's ball coordinates and curvature (called only for ``kind: iso``)."""
+    """``ball()`` supplies f_θ's ball coordinates and curvature (called only for ``kind: iso`` with
+    ``p > 0``: with ``p = 0`` every volume is 1 and φ needs no coordinates)."""
     kind = cfg.kind
     device = device_of(cfg.get("device"))
     x = bundle.graph.x
@@ -30,7 +31,7 @@ def build_retriever(cfg: DictConfig, bundle: CorpusBundle, ball: Callable[[], tu
         retriever = GlobalPPRRetriever(bundle.graph, x, cfg.num_seeds, cfg.alpha, cfg.tau, cfg.lambda_graph, cfg.lambda_dense,
                                        cfg.tol, cfg.max_iter, device)
     elif kind == "iso":
-        z, curvature = ball()
+        z, curvature = ball() if cfg.p != 0 else (torch.zeros(bundle.graph.num_nodes, 1), 1.0)
         log_phi = ball_log_profile(bundle.graph.edge_index, z, cfg.p, curvature, cfg.eps, cfg.get("shell_floor", 0.0))
         retriever = ISORetriever(
             bundle.graph, x, log_phi, num_seeds=cfg.num_seeds, over_retrieval=cfg.over_retrieval, hops=cfg.hops,

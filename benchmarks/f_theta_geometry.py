@@ -1,0 +1,87 @@
+"""Does f_θ's hyperbolic geometry help retrieval? A control on the TRAINING questions.
+
+    python benchmarks/f_theta_geometry.py [--datasets musique hotpotqa 2wikimultihopqa] [--graph title_mention]
+
+With volume exponent p = 0 every node has volume 1 and φ only counts nodes, so the ball
+coordinates play no part. This script trains f_θ in several variants on each training corpus
+graph:
+- ``default``: conf/model and conf/data as they are.
+- ``no_radial``: the radial depth regulariser switched off, so the radius comes from the
+  triplet loss alone.
+- ``strong_radial``: the regulariser weighted 5×.
+- ``wide_radius``: leaf targets at ‖z‖ = 0.99, so λ spans 2 to about 100.
+
+For each variant it compares ISO-RAG's Recall@5 with p = 1 and p = 4 against p = 0, at
+conf/retriever/iso.yaml's knobs and several β. It also reports the AUROC of −|Δ log φ| for useful
+(gold–gold) edges, as benchmarks/phi_signal.py does. Writes benchmarks/results/f_theta_geometry.json.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+from pathlib import Path
+
+import torch
+from _common import eval_config, retriever_config, write_json
+from phi_signal import useful_edge_mask
+from torchmetrics.functional.classification import binary_auroc
+
+from isorag_pyg.evaluation.metrics import retrieval_metrics
+from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
+from isorag_pyg.retrieval.factory import build_retriever
+from isorag_pyg.retrieval.graph_index import GraphIndex
+from isorag_pyg.utils.isoperimetric import ball_log_profile
+
+VARIANTS = {
+    "default": [],
+    "no_radial": ["model.radial_weight=0.0"],
+    "strong_radial": ["model.radial_weight=5.0"],
+    "wide_radius": ["data.r_max=0.99"],
+}
+BETAS = [0.01, 0.05, 0.2]
+EXPONENTS = [1.0, 4.0]
+
+
+def gap_auroc(log_phi: torch.Tensor, edges: torch.Tensor, useful: torch.Tensor) -> float:
+    """AUROC of −|Δ log φ| for useful against all other edges (two empty shells count as equal)."""
+    gap = (log_phi[edges[0]] - log_phi[edges[1]]).abs()
+    gap = torch.where(torch.isnan(gap), torch.zeros_like(gap), gap)
+    score = torch.where(torch.isfinite(gap), -gap, torch.full_like(gap, -1e9))
+    return float(binary_auroc(score.float(), useful.long()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
+    parser.add_argument("--graph", default="title_mention")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    rows = []
+    for dataset in args.datasets:
+        for variant, overrides in VARIANTS.items():
+            cfg = eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train", *overrides, *args.override)
+            inputs = prepare_evaluation(cfg)
+            ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
+            z, curvature = ball()
+            index = GraphIndex(inputs.bundle.graph.edge_index, inputs.bundle.graph.x)
+            useful = useful_edge_mask(index.up_edge_index, inputs.gold, index.num_nodes)
+            exponents = ([0.0] if variant == "default" else []) + EXPONENTS  # p = 0 does not depend on f_θ
+            for p in exponents:
+                log_phi = ball_log_profile(index.edge_index, z, p, curvature, 1e-8, retriever_config("iso").shell_floor)
+                row = {"dataset": dataset, "variant": "none (p = 0)" if p == 0 else variant, "p": p,
+                       "auroc": gap_auroc(log_phi, index.up_edge_index, useful),
+                       "norm_range": [float(z.norm(dim=-1).min()), float(z.norm(dim=-1).max())]}
+                for beta in BETAS:
+                    result = build_retriever(retriever_config("iso", p=p, beta=beta), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
+                    row[f"recall@5_beta{beta}"] = retrieval_metrics(result.indices, inputs.gold)["recall@5"]
+                rows.append(row)
+                print(f"{dataset:16s} {row['variant']:14s} p={p}: AUROC {row['auroc']:.3f}  R@5 "
+                      + "  ".join(f"β={b}: {row[f'recall@5_beta{b}']:.4f}" for b in BETAS), flush=True)
+    write_json("f_theta_geometry.json", {"protocol": "split=train (training questions over their own corpus); knobs of conf/retriever/iso.yaml",
+                                         "variants": VARIANTS, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
