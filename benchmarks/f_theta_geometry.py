@@ -22,10 +22,8 @@ import logging
 import tempfile
 from pathlib import Path
 
-import torch
 from _common import eval_config, retriever_config, write_json
-from phi_signal import useful_edge_mask
-from torchmetrics.functional.classification import binary_auroc
+from phi_signal import gap_auroc, profile_gap, useful_edge_mask
 
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
@@ -41,14 +39,6 @@ VARIANTS = {
 }
 BETAS = [0.01, 0.05, 0.2]
 EXPONENTS = [1.0, 4.0]
-
-
-def gap_auroc(log_phi: torch.Tensor, edges: torch.Tensor, useful: torch.Tensor) -> float:
-    """AUROC of −|Δ log φ| for useful against all other edges (two empty shells count as equal)."""
-    gap = (log_phi[edges[0]] - log_phi[edges[1]]).abs()
-    gap = torch.where(torch.isnan(gap), torch.zeros_like(gap), gap)
-    score = torch.where(torch.isfinite(gap), -gap, torch.full_like(gap, -1e9))
-    return float(binary_auroc(score.float(), useful.long()))
 
 
 def main() -> None:
@@ -71,7 +61,7 @@ def main() -> None:
             for p in exponents:
                 log_phi = ball_log_profile(index.edge_index, z, p, curvature, 1e-8, retriever_config("iso").shell_floor)
                 row = {"dataset": dataset, "variant": "none (p = 0)" if p == 0 else variant, "p": p,
-                       "auroc": gap_auroc(log_phi, index.up_edge_index, useful),
+                       "auroc": gap_auroc(profile_gap(log_phi, index.up_edge_index), useful),
                        "norm_range": [float(z.norm(dim=-1).min()), float(z.norm(dim=-1).max())]}
                 for beta in BETAS:
                     result = build_retriever(retriever_config("iso", p=p, beta=beta), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)

@@ -36,6 +36,20 @@ def useful_edge_mask(edge_index: torch.Tensor, gold: list[set[int]], n: int) -> 
     return torch.tensor([k in keys for k in flat])
 
 
+def profile_gap(log_phi: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    """|log φ_u − log φ_v| per edge; two empty shells (both −inf) count as equal profiles."""
+    gap = (log_phi[edges[0]] - log_phi[edges[1]]).abs()
+    return torch.where(torch.isnan(gap), torch.zeros_like(gap), gap)
+
+
+def gap_auroc(gap: torch.Tensor, useful: torch.Tensor) -> float:
+    """AUROC of −gap for useful against all other edges (nan when either class is empty)."""
+    if not 0 < int(useful.sum()) < useful.numel():
+        return float("nan")
+    score = torch.where(torch.isfinite(gap), -gap, torch.full_like(gap, -1e9))
+    return float(binary_auroc(score.float(), useful.long()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
@@ -52,11 +66,8 @@ def main() -> None:
         useful = useful_edge_mask(edges, inputs.gold, index.num_nodes)
         for p, floor in SETTINGS:
             log_phi = ball_log_profile(index.edge_index, z, p, curvature, 1e-8, floor)
-            gap = (log_phi[edges[0]] - log_phi[edges[1]]).abs()
-            gap = torch.where(torch.isnan(gap), torch.zeros_like(gap), gap)  # two empty shells: equal profiles
-            finite = torch.isfinite(gap)
-            score = torch.where(finite, -gap, torch.full_like(gap, -1e9))
-            auroc = float(binary_auroc(score.float(), useful.long())) if 0 < int(useful.sum()) < useful.numel() else float("nan")
+            gap = profile_gap(log_phi, edges)
+            auroc = gap_auroc(gap, useful)
             removed = {b: (float((gap[useful] > -math.log(b)).float().mean()), float((gap[~useful] > -math.log(b)).float().mean())) for b in BETAS}
             row = {"dataset": dataset, "graph": args.graph, "p": p, "shell_floor": floor, "edges": int(edges.size(1)),
                    "useful_edges": int(useful.sum()), "auroc": auroc,
