@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ def load_dataset_splits(cfg: DictConfig) -> tuple[QADataset, QADataset | None]:
 
 
 def build_encoder(cfg: DictConfig) -> SentenceEncoder:
-    return SentenceEncoder(cfg.model, batch_size=cfg.batch_size, device=cfg.get("device"),
+    return SentenceEncoder(cfg.model, batch_size=cfg.batch_size, device=str(device_of(cfg.get("device"))),
                            cache_dir=cfg.get("cache_dir", "default"), show_progress=cfg.get("show_progress", True))
 
 
@@ -106,9 +107,12 @@ def prepare_corpus(cfg: DictConfig) -> CorpusBundle:
 
 
 def device_of(name: str | None) -> torch.device:
-    """``"auto"``/``None`` -> CUDA when available, else the named device."""
+    """``"auto"``/``None`` -> this process's GPU when CUDA is available (``cuda:LOCAL_RANK``, so the
+    DDP ranks of one machine each take their own), else the CPU; any other name as given."""
     if name in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
     return torch.device(name)
 
 

@@ -12,6 +12,7 @@ import torch
 from omegaconf import OmegaConf
 
 from isorag_pyg.evaluation.runner import timed_retrieve
+from isorag_pyg.pipeline import device_of
 from isorag_pyg.retrieval import DenseRetriever, Queries
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,3 +66,17 @@ def test_fewer_questions_than_ranks_runs_in_one_process(caplog):
     assert "one process" in caplog.text
     with pytest.raises(ValueError, match="sharding.devices"):
         timed_retrieve(retriever, queries, 3, torch.device("cpu"), OmegaConf.create({"devices": 0, "accelerator": "cpu", "strategy": "ddp"}))
+
+
+def test_auto_device_gives_each_local_rank_its_own_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert device_of("auto") == torch.device("cuda", 0)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert device_of(None) == torch.device("cuda", 1)
+    monkeypatch.setenv("LOCAL_RANK", "3")  # more ranks than visible GPUs: they share, round robin
+    assert device_of("auto") == torch.device("cuda", 1)
+    assert device_of("cpu") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device_of("auto") == torch.device("cpu")

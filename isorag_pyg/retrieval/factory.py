@@ -48,7 +48,7 @@ def build_retriever(cfg: DictConfig, bundle: CorpusBundle, ball: Callable[[], tu
 def synchronize(device: torch.device | str) -> None:
     """Wait for queued CUDA work so wall-clock timings are honest."""
     if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
 
 
 def time_retrieval(retriever: Retriever, queries: Queries, k: int, device: torch.device | str) -> tuple[RetrievalResult, float]:
