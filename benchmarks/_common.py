@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts: compose configs and prepare datasets once."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -25,6 +26,11 @@ def eval_config(*overrides: str) -> DictConfig:
         cfg = compose("eval", overrides=[f"paths.output_dir={tempfile.mkdtemp(prefix='isorag-bench-')}",
                                          f"++dataset.data_dir={DATA_DIR}", "encoder.show_progress=false", *overrides])
     return cfg
+
+
+def add_override_argument(parser: argparse.ArgumentParser) -> None:
+    """``--override KEY=VALUE`` (repeatable): extra hydra overrides of the eval config, in ``args.override``."""
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
 
 
 def retriever_config(name: str, **overrides: Any) -> DictConfig:

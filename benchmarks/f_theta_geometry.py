@@ -22,14 +22,13 @@ import logging
 import tempfile
 from pathlib import Path
 
-from _common import eval_config, retriever_config, write_json
+from _common import add_override_argument, eval_config, retriever_config, write_json
 from phi_signal import gap_auroc, profile_gap, useful_edge_mask
 
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
 from isorag_pyg.retrieval.factory import build_retriever
 from isorag_pyg.retrieval.graph_index import GraphIndex
-from isorag_pyg.utils.isoperimetric import ball_log_profile
 
 VARIANTS = {
     "default": [],
@@ -45,27 +44,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
     parser.add_argument("--graph", default="title_mention")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
+    add_override_argument(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rows = []
     for dataset in args.datasets:
+        inputs = prepare_evaluation(eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train", *args.override))
+        graph = inputs.bundle.graph  # the corpus graph; only f_θ differs between the variants
+        edges = GraphIndex(graph.edge_index, graph.x).up_edge_index  # each undirected edge once, as the retriever stores them
+        useful = useful_edge_mask(edges, inputs.gold, graph.num_nodes)
         for variant, overrides in VARIANTS.items():
             cfg = eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train", *overrides, *args.override)
-            inputs = prepare_evaluation(cfg)
             ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
-            z, curvature = ball()
-            index = GraphIndex(inputs.bundle.graph.edge_index, inputs.bundle.graph.x)
-            useful = useful_edge_mask(index.up_edge_index, inputs.gold, index.num_nodes)
+            norm = ball()[0].norm(dim=-1)
             exponents = ([0.0] if variant == "default" else []) + EXPONENTS  # p = 0 does not depend on f_θ
             for p in exponents:
-                log_phi = ball_log_profile(index.edge_index, z, p, curvature, 1e-8, retriever_config("iso").shell_floor)
-                row = {"dataset": dataset, "variant": "none (p = 0)" if p == 0 else variant, "p": p,
-                       "auroc": gap_auroc(profile_gap(log_phi, index.up_edge_index), useful),
-                       "norm_range": [float(z.norm(dim=-1).min()), float(z.norm(dim=-1).max())]}
+                recalls = {}
                 for beta in BETAS:
-                    result = build_retriever(retriever_config("iso", p=p, beta=beta), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
-                    row[f"recall@5_beta{beta}"] = retrieval_metrics(result.indices, inputs.gold)["recall@5"]
+                    retriever = build_retriever(retriever_config("iso", p=p, beta=beta), inputs.bundle, ball)
+                    result = retriever.retrieve(inputs.queries, cfg.k)
+                    recalls[f"recall@5_beta{beta}"] = retrieval_metrics(result.indices, inputs.gold)["recall@5"]
+                row = {"dataset": dataset, "variant": "none (p = 0)" if p == 0 else variant, "p": p,
+                       "auroc": gap_auroc(profile_gap(retriever.log_phi.cpu(), edges), useful),  # φ does not depend on β
+                       "norm_range": [float(norm.min()), float(norm.max())], **recalls}
                 rows.append(row)
                 print(f"{dataset:16s} {row['variant']:14s} p={p}: AUROC {row['auroc']:.3f}  R@5 "
                       + "  ".join(f"β={b}: {row[f'recall@5_beta{b}']:.4f}" for b in BETAS), flush=True)

@@ -28,7 +28,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from _common import best_rows, eval_config, retriever_config, write_json
+from _common import add_override_argument, best_rows, eval_config, retriever_config, write_json
 from omegaconf import DictConfig
 
 from isorag_pyg.evaluation.metrics import retrieval_metrics
@@ -73,7 +73,7 @@ def main() -> None:
     knob_source.add_argument("--per-dataset-knobs", type=Path, default=None, help="a tune_iso.py JSON: each dataset's best setting there")
     knob_source.add_argument("--tuned-on-dev", action="store_true", help="conf/retriever/iso_dev_<dataset>.yaml and ppr_dev_<dataset>.yaml (in-sample)")
     parser.add_argument("--ablation-seeds", type=int, default=1, help="seeds 0..N-1 of the shuffled and random φ ablations")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
+    add_override_argument(parser)
     args = parser.parse_args()
     if args.ablation_seeds < 1:
         raise SystemExit("--ablation-seeds must be >= 1")

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import best_rows, eval_config, retriever_config, write_json
+from _common import add_override_argument, best_rows, eval_config, retriever_config, write_json
 
 from isorag_pyg.evaluation.metrics import per_question_recall, retrieval_metrics
 from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--graphs", nargs="+", default=["title_mention"])
     parser.add_argument("--grid", choices=list(GRIDS), default="round2")
     parser.add_argument("--split", choices=["train", "dev"], default="train")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
+    add_override_argument(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     grid = GRIDS[args.grid]
@@ -114,7 +114,7 @@ def main() -> None:
             inputs = prepare_evaluation(cfg)
             ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
             runs: list[tuple[str, dict[str, Any]]] = [("dense", {})]
-            runs += [("ppr", {"alpha": a, "lambda_graph": lg, "lambda_dense": round(1.0 - lg, 6)}) for a, lg in itertools.product(*PPR_GRID.values())]
+            runs += [("ppr", setting) for setting in settings(PPR_GRID)]
             runs += [("iso", setting) for setting in settings(grid)]
             here, recalls = [], []
             for name, setting in runs:
@@ -137,8 +137,8 @@ def report(rows: list[dict], keys: list[str], args: argparse.Namespace, cv: dict
     for score, setting in ranked[:10]:
         print(f"  {score:.4f}  graph={setting[0]} " + " ".join(f"{k}={v}" for k, v in zip(keys, setting[1:])))
     print(f"best setting per dataset on its {args.split} questions (in-sample), and its 2-fold cross-validated (held-out) Recall@5:")
-    ppr_best = best_rows(rows, "ppr")
-    for dataset, best in best_rows(rows).items():
+    ppr_best, iso_best = best_rows(rows, "ppr"), best_rows(rows)
+    for dataset, best in iso_best.items():
         ppr = ppr_best[dataset]
         print(f"  {dataset}: ISO-RAG {best['recall@5']:.4f} at " + " ".join(f"{k}={best[k]}" for k in keys if k != "phi_mode")
               + f"; global PPR {ppr['recall@5']:.4f} at alpha={ppr['alpha']} lambda_graph={ppr['lambda_graph']}")
@@ -151,7 +151,7 @@ def report(rows: list[dict], keys: list[str], args: argparse.Namespace, cv: dict
     name = OUTPUT.get((args.grid, args.split), f"tuning_{args.grid}_{args.split}.json")
     write_json(name, {"protocol": protocol, "split": args.split, "grid": GRIDS[args.grid], "ppr_grid": PPR_GRID,
                       "best": {"graph": best[0], **dict(zip(keys, best[1:]))},
-                      "best_per_dataset": {d: {"iso": r, "ppr": ppr_best[d]} for d, r in best_rows(rows).items()},
+                      "best_per_dataset": {d: {"iso": r, "ppr": ppr_best[d]} for d, r in iso_best.items()},
                       "cross_validation": cv, "rows": rows})
 
 
