@@ -28,7 +28,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from _common import add_override_argument, best_rows, eval_config, retriever_config, write_json
+from _common import CONF, add_override_argument, best_rows, eval_config, retriever_config, write_json
 from omegaconf import DictConfig
 
 from isorag_pyg.evaluation.metrics import retrieval_metrics
@@ -42,7 +42,10 @@ ABLATIONS = ["uniform", "shuffled", "random"]
 def tuned_knobs(path: Path) -> tuple[dict[str, dict], str]:
     """Per dataset, the knobs of the best real-φ ISO-RAG setting in a tune_iso.py output, and
     that output's tuning protocol."""
-    tuning = json.loads(path.read_text())
+    try:
+        tuning = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise SystemExit(f"{path}: cannot read a tune_iso.py output ({err})") from None
     if not isinstance(tuning, dict) or "grid" not in tuning or "rows" not in tuning:
         raise SystemExit(f"{path}: not a benchmarks/tune_iso.py output (needs 'grid' and 'rows')")
     keys = [k for k in tuning["grid"] if k != "phi_mode"]
@@ -78,6 +81,10 @@ def main() -> None:
     if args.ablation_seeds < 1:
         raise SystemExit("--ablation-seeds must be >= 1")
     knobs, protocol = tuned_knobs(args.per_dataset_knobs) if args.per_dataset_knobs else ({}, "")
+    if args.per_dataset_knobs and (missing := [d for d in args.datasets if d not in knobs]):
+        raise SystemExit(f"{args.per_dataset_knobs} has no ISO-RAG setting for {', '.join(missing)} (it covers {', '.join(knobs) or 'nothing'})")
+    if args.tuned_on_dev and (missing := [d for d in args.datasets if not (Path(CONF) / "retriever" / f"iso_dev_{d}.yaml").is_file()]):
+        raise SystemExit(f"no dev-tuned knobs recorded for {', '.join(missing)} (conf/retriever/iso_dev_<dataset>.yaml)")
     logging.basicConfig(level=logging.WARNING)
     results = []
     for dataset in args.datasets:

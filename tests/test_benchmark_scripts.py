@@ -61,3 +61,22 @@ def test_f_theta_geometry_compares_every_variant_with_p_zero(tmp_path):
         assert 0.0 <= row["auroc"] <= 1.0 and all(0.0 <= row[f"recall@5_beta{b}"] <= 1.0 for b in (0.01, 0.05, 0.2))
     radii = {r["variant"]: r["norm_range"] for r in rows}
     assert radii["no_radial"] != radii["strong_radial"]  # the variants train different balls
+
+
+def quality_error(tmp_path: Path, *args: str) -> str:
+    """quality.py's stderr for arguments it must refuse (it must exit non-zero)."""
+    done = subprocess.run([sys.executable, "benchmarks/quality.py", "--datasets", "synthetic", *args],
+                          cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
+    assert done.returncode != 0, done.stdout[-500:]
+    return done.stderr
+
+
+def test_quality_rejects_unusable_tuning_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"grid": {"beta": [0.1]}, "rows": [{"dataset": "musique", "retriever": "iso", "beta": 0.1, "recall@5": 0.5}]}))
+    for path, message in [(tmp_path / "missing.json", "cannot read"), (bad, "cannot read"), (other, "no ISO-RAG setting for synthetic")]:
+        assert message in quality_error(tmp_path, "--per-dataset-knobs", str(path))
+    assert "no dev-tuned knobs recorded for synthetic" in quality_error(tmp_path, "--tuned-on-dev")
+    assert not list(tmp_path.glob("quality*.json"))  # nothing written

@@ -47,3 +47,9 @@ def test_selection_arguments_are_checked():
         cross_validated_selection({"a": torch.ones(3)}, folds=4)
     with pytest.raises(ValueError, match="repeats"):
         cross_validated_selection({"a": torch.ones(3)}, repeats=0)
+    with pytest.raises(ValueError, match="one score per question"):
+        cross_validated_selection({"a": torch.ones(4), "b": torch.ones(3)})
+    with pytest.raises(ValueError, match="one score per question"):
+        cross_validated_selection({"a": torch.ones(2, 2)})
+    with pytest.raises(ValueError, match="NaN or inf"):
+        cross_validated_selection({"a": torch.tensor([1.0, float("nan"), 0.0])})

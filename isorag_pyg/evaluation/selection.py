@@ -34,7 +34,13 @@ def cross_validated_selection(
     """
     if not scores:
         raise ValueError("no settings to select from")
-    table = torch.stack([torch.as_tensor(v, dtype=torch.float64) for v in scores.values()])
+    rows = [torch.as_tensor(v, dtype=torch.float64) for v in scores.values()]
+    shapes = {tuple(row.shape) for row in rows}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 1:
+        raise ValueError(f"every setting needs one score per question (1-D, same length), got shapes {sorted(shapes)}")
+    table = torch.stack(rows)
+    if not torch.isfinite(table).all():
+        raise ValueError("per-question scores contain NaN or inf")
     num_questions = table.size(1)
     if not 2 <= folds <= num_questions:
         raise ValueError(f"folds must lie in [2, {num_questions}] (the number of questions), got {folds}")
