@@ -1,8 +1,10 @@
 """Sentence-transformers text encoder with normalised float32 output and an embedding cache."""
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -26,15 +28,26 @@ def resolve_model(model: str) -> str:
 
 
 def model_fingerprint(model: str) -> str:
-    """Identify a model: its name, or for a local directory its files' names, sizes and mtimes."""
+    """Identify a model: its name, or for a local directory the names, sizes and SHA-256 of its
+    files (not paths or times, so a copy of the same model elsewhere has the same fingerprint)."""
     path = Path(model)
     if not path.is_dir():
         return f"name:{model}"
-    parts = [f"dir:{path.resolve()}"]
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        stat = file.stat()
-        parts.append(f"{file.relative_to(path)}:{stat.st_size}:{stat.st_mtime_ns}")
-    return "\n".join(parts)
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return _directory_digest(tuple((str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns, str(f)) for f in files))
+
+
+@lru_cache(maxsize=8)
+def _directory_digest(files: tuple[tuple[str, int, int, str], ...]) -> str:
+    """Content digest of (relative name, size, mtime, path) entries; cached per process, keyed by
+    the entries themselves so that any change to a file is seen."""
+    digest = hashlib.sha256()
+    for name, size, _, full in files:
+        digest.update(f"{name}\0{size}\0".encode())
+        with open(full, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
 
 
 class SentenceEncoder:
