@@ -1,8 +1,8 @@
-"""Evaluate retrievers: ``python evaluate.py dataset=musique retriever=iso`` or ``compare=[iso,dense,bm25,ppr]``."""
+"""Evaluate retrievers: ``python evaluate.py [index=DIR] dataset=musique retriever=iso`` or ``compare=[iso,dense,bm25,ppr]``."""
 import hydra
 from omegaconf import DictConfig
 
-from isorag_pyg.evaluation.runner import run_evaluation
+from isorag_pyg.jobs.evaluate import run_evaluation
 from isorag_pyg.qa import GeneratorError
 
 

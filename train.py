@@ -1,8 +1,8 @@
-"""Train the hyperbolic encoder f_θ: ``python train.py dataset=musique``."""
+"""Build a dataset's index with f_θ trained on its graph: ``python train.py dataset=musique``."""
 import hydra
 from omegaconf import DictConfig
 
-from isorag_pyg.training.run import run_training
+from isorag_pyg.jobs.train import run_training
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")

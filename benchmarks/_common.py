@@ -34,8 +34,10 @@ def add_override_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def retriever_config(name: str, **overrides: Any) -> DictConfig:
+    """``conf/retriever/<name>.yaml`` with knobs overridden or added (φ's ``p``, ``shell_floor``...)."""
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         rcfg = compose("eval", overrides=[f"retriever={name}", "paths.output_dir=."]).retriever
+    OmegaConf.set_struct(rcfg, False)
     return OmegaConf.merge(rcfg, overrides)
 
 

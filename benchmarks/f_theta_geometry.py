@@ -19,16 +19,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import tempfile
-from pathlib import Path
 
 from _common import add_override_argument, eval_config, retriever_config, write_json
 from phi_signal import gap_auroc, profile_gap, useful_edge_mask
 
-from isorag_pyg.evaluation.metrics import retrieval_metrics
-from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
-from isorag_pyg.retrieval.factory import build_retriever
-from isorag_pyg.retrieval.graph_index import GraphIndex
+from isorag_pyg.evaluation import retrieval_metrics
+from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 VARIANTS = {
     "default": [],
@@ -49,19 +45,19 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     rows = []
     for dataset in args.datasets:
-        inputs = prepare_evaluation(eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train", *args.override))
-        graph = inputs.bundle.graph  # the corpus graph; only f_θ differs between the variants
-        edges = GraphIndex(graph.edge_index, graph.x).up_edge_index  # each undirected edge once, as the retriever stores them
-        useful = useful_edge_mask(edges, inputs.gold, graph.num_nodes)
+        useful = None  # the corpus graph is the same for every variant; only f_θ differs
         for variant, overrides in VARIANTS.items():
             cfg = eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train", *overrides, *args.override)
-            ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
-            norm = ball()[0].norm(dim=-1)
+            inputs = prepare_evaluation(cfg)  # the index of this variant: f_θ trained with its overrides
+            edges = inputs.index.graph_index("cpu").up_edge_index  # each undirected edge once, as the retriever stores them
+            if useful is None:
+                useful = useful_edge_mask(edges, inputs.gold, len(inputs.index))
+            norm = inputs.index.z.norm(dim=-1)
             exponents = ([0.0] if variant == "default" else []) + EXPONENTS  # p = 0 does not depend on f_θ
             for p in exponents:
                 recalls = {}
                 for beta in BETAS:
-                    retriever = build_retriever(retriever_config("iso", p=p, beta=beta), inputs.bundle, ball)
+                    retriever = inputs.retriever(retriever_config("iso", p=p, beta=beta))
                     result = retriever.retrieve(inputs.queries, cfg.k)
                     recalls[f"recall@5_beta{beta}"] = retrieval_metrics(result.indices, inputs.gold)["recall@5"]
                 row = {"dataset": dataset, "variant": "none (p = 0)" if p == 0 else variant, "p": p,

@@ -19,9 +19,7 @@ import argparse
 import logging
 import random
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import igraph as ig
 import matplotlib
@@ -31,11 +29,10 @@ from _common import RESULTS, eval_config, retriever_config, write_json
 from torch_geometric.data import Data
 from torch_geometric.utils import get_ppr
 
-from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
-from isorag_pyg.pipeline import device_of
-from isorag_pyg.retrieval import GlobalPPRRetriever, ISORetriever, Queries
-from isorag_pyg.retrieval.factory import build_retriever
+from isorag_pyg.jobs.evaluate import prepare_evaluation
+from isorag_pyg.retrieval import GlobalPPRRetriever, GraphIndex, ISORetriever, Queries
 from isorag_pyg.retrieval.iso_retriever import teleport_weights
+from isorag_pyg.utils.device import device_of
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -152,20 +149,19 @@ def main() -> None:
     alpha = float(rcfg.alpha)
     cfg = eval_config("dataset=2wikimultihopqa", "graph=leakfree")
     inputs = prepare_evaluation(cfg)
-    ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
-    iso = build_retriever(rcfg, inputs.bundle, ball)
-    ppr = build_retriever(retriever_config("ppr", device=args.device), inputs.bundle, ball)
+    iso = inputs.retriever(rcfg)
+    ppr = inputs.retriever(retriever_config("ppr", device=args.device))
     queries = inputs.queries.slice(0, args.queries)
-    graph = inputs.bundle.graph
-    rows = [measure("2wiki-dev", iso, ppr, iso.index.edge_index, graph.num_nodes, graph.x, queries, alpha, 100)]
+    rows = [measure("2wiki-dev", iso, ppr, iso.index.edge_index, len(inputs.index), inputs.index.embeddings, queries, alpha, 100)]
     batch_curve = {b: per_query_ms(lambda q, b=b: [iso.retrieve(q.slice(i, i + b), K) for i in range(0, len(q), b)], queries.slice(0, max(b, 200)), repeats=1)
                    for b in (1, 10, 100, 1000)}
     print("ISO-RAG ms/query by batch size on 2wiki-dev: " + ", ".join(f"{b}: {v:.3f}" for b, v in batch_curve.items()), flush=True)
     for n in args.sizes:
         data, x, q, log_phi = synthetic_corpus(n, args.queries)
         params = {k: rcfg[k] for k in ("num_seeds", "over_retrieval", "hops", "max_expansion", "beta", "alpha", "tau", "lambda_graph", "lambda_dense", "tol", "max_iter")}
-        iso_n = ISORetriever(data, x, log_phi, device=device, **params)
-        ppr_n = GlobalPPRRetriever(data, x, alpha=alpha, device=device)
+        graph_index = GraphIndex(data.edge_index, x, device)
+        iso_n = ISORetriever(graph_index, log_phi, **params)
+        ppr_n = GlobalPPRRetriever(graph_index, alpha=alpha)
         rows.append(measure(f"generated-{n}", iso_n, ppr_n, iso_n.index.edge_index, n, x, q, alpha, 20 if n < 1_000_000 else 5))
         write_json("latency.json", {"k": K, "device": str(device), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve, "partial": True})
         del iso_n, ppr_n, data, x

@@ -15,16 +15,12 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import tempfile
-from pathlib import Path
 
 import torch
 from _common import eval_config, write_json
 from torchmetrics.functional.classification import binary_auroc
 
-from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
-from isorag_pyg.retrieval.graph_index import GraphIndex
-from isorag_pyg.utils.isoperimetric import ball_log_profile
+from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 SETTINGS = [(1.0, 8.0), (1.0, 0.0), (4.0, 8.0), (4.0, 0.0)]
 BETAS = [0.01, 0.05, 0.1, 0.3, 0.5]
@@ -60,12 +56,10 @@ def main() -> None:
     for dataset in args.datasets:
         cfg = eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train")
         inputs = prepare_evaluation(cfg)
-        z, curvature = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))()
-        index = GraphIndex(inputs.bundle.graph.edge_index, inputs.bundle.graph.x)
-        edges = index.up_edge_index  # each undirected edge once
-        useful = useful_edge_mask(edges, inputs.gold, index.num_nodes)
+        edges = inputs.index.graph_index("cpu").up_edge_index  # each undirected edge once
+        useful = useful_edge_mask(edges, inputs.gold, len(inputs.index))
         for p, floor in SETTINGS:
-            log_phi = ball_log_profile(index.edge_index, z, p, curvature, 1e-8, floor)
+            log_phi = inputs.index.log_phi_for(inputs.index.phi.replace(p=p, shell_floor=floor))
             gap = profile_gap(log_phi, edges)
             auroc = gap_auroc(gap, useful)
             removed = {b: (float((gap[useful] > -math.log(b)).float().mean()), float((gap[~useful] > -math.log(b)).float().mean())) for b in BETAS}

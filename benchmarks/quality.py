@@ -25,15 +25,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import tempfile
 from pathlib import Path
 
-from _common import CONF, add_override_argument, best_rows, eval_config, retriever_config, write_json
+from _common import (
+    CONF,
+    add_override_argument,
+    best_rows,
+    eval_config,
+    retriever_config,
+    write_json,
+)
 from omegaconf import DictConfig
 
-from isorag_pyg.evaluation.metrics import retrieval_metrics
-from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
-from isorag_pyg.retrieval.factory import build_retriever
+from isorag_pyg.evaluation import evaluate_retrievers
+from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 BASELINES = ["dense", "bm25", "ppr"]
 ABLATIONS = ["uniform", "shuffled", "random"]
@@ -91,15 +96,13 @@ def main() -> None:
         for graph in args.graphs:
             cfg = eval_config(f"dataset={dataset}", f"graph={graph}", *args.override)
             inputs = prepare_evaluation(cfg)
-            if inputs.bundle.stats["edges"] == 0:
+            if inputs.index.statistics["edges"] == 0:
                 print(f"\n{dataset} / {graph}: no edges (the question file carries no contexts); skipped", flush=True)
                 results.append({"dataset": dataset, "graph": graph, "skipped": "graph has no edges"})
                 continue
-            ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
-            scores = {}
-            for label, rcfg in retrievers(dataset, knobs.get(dataset, {}), args.tuned_on_dev, args.ablation_seeds).items():
-                result = build_retriever(rcfg, inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
-                scores[label] = retrieval_metrics(result.indices, inputs.gold)
+            plan = {label: inputs.retriever(rcfg) for label, rcfg in retrievers(dataset, knobs.get(dataset, {}), args.tuned_on_dev, args.ablation_seeds).items()}
+            runs = evaluate_retrievers(plan, inputs.queries, inputs.gold, cfg.k)
+            scores = {label: {key: run.metrics[key] for key in ("recall@5", "precision@5", "recall@10", "precision@10")} for label, run in runs.items()}
             results.append(summarise(dataset, graph, inputs, scores))
     if args.tuned_on_dev:
         write_json("quality_dev_tuned.json", {"split": "dev", "knobs": "conf/retriever/iso_dev_<dataset>.yaml and ppr_dev_<dataset>.yaml, "
@@ -117,7 +120,7 @@ def summarise(dataset: str, graph: str, inputs, scores: dict[str, dict[str, floa
     iso, ppr_labels = r5["iso"], [label for label in r5 if label.startswith("ppr")]
     ablations = [label for label in r5 if label.startswith(tuple(f"iso_{mode}" for mode in ABLATIONS))]
     entry = {
-        "dataset": dataset, "graph": graph, "builders": inputs.bundle.graph.builders, "leak": inputs.bundle.leak,
+        "dataset": dataset, "graph": graph, "builders": inputs.index.statistics["builders"], "leak": inputs.index.leak,
         "n_questions": len(inputs.queries), "metrics": scores,
         "iso_beats_dense_r5": iso > r5["dense"], "iso_beats_ppr_r5": all(iso > r5[p] for p in ppr_labels),
         "real_phi_beats_ablations_r5": all(iso > r5[a] for a in ablations),

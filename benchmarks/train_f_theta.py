@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import tempfile
 import time
-from pathlib import Path
 
 from _common import eval_config, write_json
 
-from isorag_pyg.pipeline import prepare_corpus
-from isorag_pyg.training.run import fit_f_theta
+from isorag_pyg.index import ISORAGIndex
+from isorag_pyg.jobs import config as conf
+from isorag_pyg.utils import PhiSpec
 
 
 def main() -> None:
@@ -30,12 +29,15 @@ def main() -> None:
     rows = []
     for graph in args.graphs:
         cfg = eval_config(f"dataset={args.dataset}", f"graph={graph}", f"trainer.max_epochs={args.epochs}")
-        bundle = prepare_corpus(cfg)
+        eval_ds, train_ds = conf.split_datasets(cfg)
+        index = ISORAGIndex.build(eval_ds.corpus, encoder=conf.encoder(cfg.encoder), graph=conf.graph_spec(cfg), f_theta=None,
+                                  phi=PhiSpec(p=0.0), questions=eval_ds, train_questions=train_ds, progress=False)
         start = time.perf_counter()
-        metrics = fit_f_theta(cfg, bundle, Path(tempfile.mkdtemp())).metrics
+        metrics = index.train_f_theta(conf.f_theta_config(cfg), update_phi=False)
         seconds = time.perf_counter() - start
-        rows.append({"graph": graph, "nodes": bundle.stats["nodes"], "edges": bundle.stats["edges"], "seconds": seconds, **metrics})
-        print(f"{args.dataset}/{graph}: {bundle.stats['nodes']} nodes, {bundle.stats['edges']} edges, {seconds:.0f} s; "
+        stats = index.statistics
+        rows.append({"graph": graph, "nodes": stats["nodes"], "edges": stats["edges"], "seconds": seconds, **metrics})
+        print(f"{args.dataset}/{graph}: {stats['nodes']} nodes, {stats['edges']} edges, {seconds:.0f} s; "
               f"held-out triplet acc {metrics['val/triplet_acc']:.3f} (untrained {metrics['val/triplet_acc_untrained']:.3f}, "
               f"cosine {metrics['val/triplet_acc_cosine_baseline']:.3f}); Spearman(degree, |z|) {metrics['spearman_degree_norm']:.3f}", flush=True)
     write_json("train_f_theta.json", {"dataset": args.dataset, "epochs": args.epochs, "rows": rows})

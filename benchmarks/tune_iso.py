@@ -17,16 +17,22 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from _common import add_override_argument, best_rows, eval_config, retriever_config, write_json
+from _common import (
+    add_override_argument,
+    best_rows,
+    eval_config,
+    retriever_config,
+    write_json,
+)
 
-from isorag_pyg.evaluation.metrics import per_question_recall, retrieval_metrics
-from isorag_pyg.evaluation.runner import ball_provider, prepare_evaluation
-from isorag_pyg.evaluation.selection import cross_validated_selection
-from isorag_pyg.retrieval.factory import build_retriever
+from isorag_pyg.evaluation import (
+    cross_validated_selection,
+    per_question_recall,
+    retrieval_metrics,
+)
+from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 # Round 1 (results/tuning_round1.json: graphs leakfree and title_mention, hops 1-2, shell_floor 0) found
 # title_mention best, hops=2 no better than 1, and pruning costly because empty 2-hop shells give φ = 0;
@@ -112,13 +118,12 @@ def main() -> None:
         for graph in args.graphs:
             cfg = eval_config(f"dataset={dataset}", f"graph={graph}", f"split={args.split}", *args.override)
             inputs = prepare_evaluation(cfg)
-            ball = ball_provider(cfg, inputs.bundle, Path(tempfile.mkdtemp()))
             runs: list[tuple[str, dict[str, Any]]] = [("dense", {})]
             runs += [("ppr", setting) for setting in settings(PPR_GRID)]
             runs += [("iso", setting) for setting in settings(grid)]
             here, recalls = [], []
             for name, setting in runs:
-                result = build_retriever(retriever_config(name, **setting), inputs.bundle, ball).retrieve(inputs.queries, cfg.k)
+                result = inputs.retriever(retriever_config(name, **setting)).retrieve(inputs.queries, cfg.k)
                 here.append({"dataset": dataset, "graph": graph, "retriever": name, **setting, **retrieval_metrics(result.indices, inputs.gold)})
                 recalls.append(per_question_recall(result.indices, inputs.gold, 5))
             rows += here

@@ -1,4 +1,4 @@
-"""The named dataset configs point at real files and load through the pipeline."""
+"""The named dataset configs point at real files and load through the jobs' config layer."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from isorag_pyg.pipeline import load_dataset_splits, train_eval_overlap
+from isorag_pyg.datasets import train_eval_overlap
+from isorag_pyg.jobs.config import dataset_splits as load_dataset_splits
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 

@@ -11,9 +11,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from isorag_pyg.evaluation.runner import timed_retrieve
-from isorag_pyg.pipeline import device_of
-from isorag_pyg.retrieval import DenseRetriever, Queries
+from isorag_pyg.index import ISORAGIndex
+from isorag_pyg.jobs.evaluate import sharded_timing
+from isorag_pyg.retrieval import DenseRetriever, GraphIndex, Queries
+from isorag_pyg.utils.device import device_of
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "dataset.generator.hub_size=15",
@@ -51,21 +52,22 @@ def test_ddp_training_validates_on_all_nodes_and_writes_once(tmp_path):
     # the same seeded initial weights, validated over every node gathered from both ranks
     assert two["val/triplet_acc_untrained"] == one["val/triplet_acc_untrained"]
     assert two["val/triplet_acc_cosine_baseline"] == one["val/triplet_acc_cosine_baseline"]
-    ball = torch.load(tmp_path / "two" / "checkpoints" / "ball_embeddings.pt", weights_only=False)
-    assert ball["z"].shape[0] == one["graph/nodes"] and (ball["z"].norm(dim=-1) < 1).all()
+    index = ISORAGIndex.load(tmp_path / "two" / "index")  # written once, by rank 0
+    assert index.z.shape[0] == one["graph/nodes"] and (index.z.norm(dim=-1) < 1).all()
     ckpt = torch.load(tmp_path / "two" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["epoch"] == 1 and ckpt["global_step"] > 0
 
 
 def test_fewer_questions_than_ranks_runs_in_one_process(caplog):
     x = torch.nn.functional.normalize(torch.randn(8, 4), dim=-1)
-    retriever = DenseRetriever(x)
+    retriever = DenseRetriever(GraphIndex(torch.empty(2, 0, dtype=torch.long), x))
     queries = Queries(["q"], x[:1])
-    result, seconds = timed_retrieve(retriever, queries, 3, torch.device("cpu"), OmegaConf.create({"devices": 2, "accelerator": "cpu", "strategy": "ddp"}))
+    timed = sharded_timing(OmegaConf.create({"devices": 2, "accelerator": "cpu", "strategy": "ddp"}))
+    result, seconds = timed(retriever, queries, 3)
     assert result.indices[0, 0] == 0 and seconds >= 0
     assert "one process" in caplog.text
     with pytest.raises(ValueError, match="sharding.devices"):
-        timed_retrieve(retriever, queries, 3, torch.device("cpu"), OmegaConf.create({"devices": 0, "accelerator": "cpu", "strategy": "ddp"}))
+        sharded_timing(OmegaConf.create({"devices": 0, "accelerator": "cpu", "strategy": "ddp"}))
 
 
 def test_auto_device_gives_each_local_rank_its_own_gpu(monkeypatch):

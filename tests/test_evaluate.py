@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from isorag_pyg.evaluation.runner import run_evaluation
-from isorag_pyg.training.run import run_training
+from isorag_pyg.index import ISORAGIndex
+from isorag_pyg.jobs.evaluate import run_evaluation
+from isorag_pyg.jobs.train import INDEX_DIR, run_training
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 SMALL = ["dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "dataset.generator.hub_size=15",
@@ -44,17 +45,22 @@ def test_compare_writes_metrics_traces_and_case_study(tmp_path):
     assert summary["retrievers"]["dense"]["recall@10"] >= summary["retrievers"]["dense"]["recall@5"]
 
 
-def test_f_theta_is_trained_once_then_cached(tmp_path):
+def test_index_is_built_once_then_cached(tmp_path):
     cache = f"encoder.cache_dir={tmp_path / 'cache'}"
-    evaluate(tmp_path / "a", "traces=false", cache)
-    evaluate(tmp_path / "b", "traces=false", cache)
-    assert len(list((tmp_path / "cache").glob("ball-*.pt"))) == 1
+    a = evaluate(tmp_path / "a", "traces=false", cache)
+    b = evaluate(tmp_path / "b", "traces=false", cache)
+    assert len(list((tmp_path / "cache" / "indexes").iterdir())) == 1
     assert (tmp_path / "a" / "f_theta").is_dir() and not (tmp_path / "b" / "f_theta").exists()
+    assert a["retrievers"]["iso"]["recall@5"] == b["retrievers"]["iso"]["recall@5"]
+    evaluate(tmp_path / "c", "traces=false", cache, "phi.shell_floor=2.0")  # another φ recipe: another index
+    assert len(list((tmp_path / "cache" / "indexes").iterdir())) == 2
 
 
 def test_p_zero_needs_no_f_theta(tmp_path):
-    summary = evaluate(tmp_path, "retriever.p=0", "traces=false", f"encoder.cache_dir={tmp_path / 'cache'}")
-    assert not (tmp_path / "f_theta").exists() and not list((tmp_path / "cache").glob("ball-*.pt"))
+    summary = evaluate(tmp_path, "phi.p=0", "traces=false", f"encoder.cache_dir={tmp_path / 'cache'}")
+    assert not (tmp_path / "f_theta").exists() and summary["phi"]["p"] == 0.0
+    index = ISORAGIndex.load(next((tmp_path / "cache" / "indexes").iterdir()))
+    assert index.z is None and index.f_theta is None
     assert 0.0 < summary["recall@5"] <= 1.0
 
 
@@ -64,15 +70,29 @@ def test_leaky_graph_is_labelled(tmp_path):
     assert summary["builders"] == ["context_cooccurrence"]
 
 
-def test_uses_ball_embeddings_from_train_py(tmp_path):
+def test_evaluates_the_index_train_py_saved(tmp_path):
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         run_training(compose("train", overrides=[f"paths.output_dir={tmp_path / 'train'}", *SMALL, "trainer.max_epochs=2", "logger=none"]))
-    ball = tmp_path / "train" / "checkpoints" / "ball_embeddings.pt"
-    summary = evaluate(tmp_path / "eval", f"ball_embeddings={ball}", "traces=false")
-    assert not (tmp_path / "eval" / "f_theta").exists()  # f_θ was not retrained
-    assert 0.0 <= summary["recall@5"] <= 1.0
+    saved = tmp_path / "train" / INDEX_DIR
+    summary = evaluate(tmp_path / "eval", f"index={saved}", "traces=false", f"encoder.cache_dir={tmp_path / 'cache'}")
+    assert not (tmp_path / "eval" / "f_theta").exists() and not (tmp_path / "cache" / "indexes").exists()  # nothing rebuilt
+    assert summary["index"] == str(saved) and 0.0 <= summary["recall@5"] <= 1.0
+    # the saved index's own φ is what retrieval used
+    index = ISORAGIndex.load(saved)
+    assert summary["retrievers"]["iso"]["recall@5"] == evaluate_index(tmp_path / "again", index)
     with pytest.raises(ValueError, match="another corpus"):
-        evaluate(tmp_path / "other", f"ball_embeddings={ball}", "dataset.generator.seed=7", "traces=false")
+        evaluate(tmp_path / "other", f"index={saved}", "dataset.generator.seed=7", "traces=false")
+
+
+def evaluate_index(tmp_path, index) -> float:
+    """Recall@5 of the index's default ISO-RAG retriever on the same small synthetic questions."""
+    from isorag_pyg.evaluation import evaluate_retrievers
+    from isorag_pyg.jobs.evaluate import prepare_evaluation
+
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", *SMALL, "traces=false", "phi.p=0"])
+    inputs = prepare_evaluation(cfg)
+    return evaluate_retrievers({"iso": index.retriever("iso")}, inputs.queries, inputs.gold)["iso"].metrics["recall@5"]
 
 
 def test_split_train_and_unknown_names(tmp_path):

@@ -4,11 +4,16 @@ from __future__ import annotations
 import pytest
 import torch
 import torch_geometric.transforms as T
+from conftest import DEVICES
 from torch_geometric.data import Batch, Data
 
-from conftest import DEVICES
 from isorag_pyg.transforms import IsoperimetricFilter
-from isorag_pyg.utils import log_isoperimetric_profile, log_volume
+from isorag_pyg.utils import (
+    PhiSpec,
+    log_isoperimetric_profile,
+    log_phi_from_ball,
+    log_volume,
+)
 
 PATH = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
 
@@ -25,8 +30,8 @@ def kept(data: Data) -> set[tuple[int, int]]:
 def test_from_ball_coordinates_matches_profile(device):
     z = torch.tensor([[0.1, 0.0], [0.5, 0.0], [0.0, 0.7], [0.0, 0.2]])
     data = path_data(z=z).to(device)
-    out = IsoperimetricFilter(beta=0.6, p=2.0, phi="z")(data)
-    lp = log_isoperimetric_profile(PATH, log_volume(z, 2.0))
+    out = IsoperimetricFilter(beta=0.6, p=2.0, shell_floor=0.0, phi="z")(data)
+    lp = log_isoperimetric_profile(PATH, log_volume(z, 2.0), shell_floor=0.0)
     expected = {(u, v) for u, v in PATH.t().tolist() if min(lp[u], lp[v]) - max(lp[u], lp[v]) >= torch.log(torch.tensor(0.6))}
     assert kept(out) == expected
     assert out.num_removed_edges == 6 - len(expected)
@@ -36,13 +41,20 @@ def test_from_ball_coordinates_matches_profile(device):
 def test_shell_floor_makes_empty_shells_finite():
     z = torch.zeros(4, 2)  # every volume is 2**p
     data = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), z=z, num_nodes=4)  # node 3 isolated
-    plain = IsoperimetricFilter(beta=0.1, p=3.0)(data)
+    plain = IsoperimetricFilter(beta=0.1, p=3.0, shell_floor=0.0)(data)
     assert torch.isneginf(plain.log_phi[[1, 3]]).all()
     floored = IsoperimetricFilter(beta=0.1, p=3.0, shell_floor=1.0)(data)
     # node 1: empty shell + one origin volume over its closed set of three origin volumes
     assert floored.phi[1].item() == pytest.approx(1 / 3, rel=1e-6)
     assert floored.phi[0].item() == pytest.approx(2 / 2, rel=1e-6)  # shell {2} + floor over {0, 1}
     assert torch.isfinite(floored.log_phi).all()
+
+
+def test_defaults_are_the_phi_spec_and_its_one_function():
+    z = torch.tensor([[0.1, 0.0], [0.5, 0.0], [0.0, 0.7], [0.0, 0.2]])
+    out = IsoperimetricFilter(beta=0.5)(path_data(z=z))
+    assert torch.equal(out.log_phi, log_phi_from_ball(PATH, z, PhiSpec()))
+    assert IsoperimetricFilter().spec == PhiSpec()
 
 
 def test_precomputed_phi_and_aligned_edge_attributes():

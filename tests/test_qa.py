@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 
 from fake_llm_server import FakeLLM
 from isorag_pyg.datasets import Passage, Question
-from isorag_pyg.evaluation.runner import run_evaluation
+from isorag_pyg.jobs.evaluate import run_evaluation
 from isorag_pyg.qa import GeneratorError, OpenAIChatGenerator, PromptTemplate, answer_questions, exact_match, token_f1
 
 TEMPLATE = PromptTemplate(system="Answer briefly.", user="Passages:\n{passages}\n\nQuestion: {question}\nAnswer:", passage="[{index}] {title}: {text}")

@@ -3,14 +3,23 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import DEVICES
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph, to_undirected
 
-from conftest import DEVICES
-from isorag_pyg.retrieval import BM25Retriever, DenseRetriever, GlobalPPRRetriever, ISORetriever, Queries, build_local_graphs
+from isorag_pyg.retrieval import (
+    BM25Retriever,
+    DenseRetriever,
+    GlobalPPRRetriever,
+    ISORetriever,
+    Queries,
+    build_local_graphs,
+)
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.transforms import IsoperimetricFilter
 from isorag_pyg.utils.ppr import personalized_pagerank
+
+NO_EDGES = torch.empty(2, 0, dtype=torch.long)
 
 
 def random_world(n=40, d=8, e=90, q=6, seed=0):
@@ -68,7 +77,7 @@ CFG = dict(num_seeds=3, over_retrieval=2.0, max_expansion=100, beta=0.4, alpha=0
 @pytest.mark.parametrize("device", DEVICES)
 def test_iso_retriever_matches_reference(device):
     graph, x, qe, log_phi = random_world()
-    retriever = ISORetriever(graph, x, log_phi, tol=1e-9, max_iter=500, device=device, **CFG)
+    retriever = ISORetriever(GraphIndex(graph.edge_index, x, device), log_phi, tol=1e-9, max_iter=500, **CFG)
     result = retriever.retrieve(Queries([""] * qe.size(0), qe), k=5)
     scores = retriever.index.scores(qe).cpu()
     index_cpu = GraphIndex(graph.edge_index, x)
@@ -82,9 +91,9 @@ def test_iso_retriever_matches_reference(device):
 def test_chunking_and_batching_do_not_change_results():
     graph, x, qe, log_phi = random_world(q=9)
     queries = Queries([""] * 9, qe)
-    whole = ISORetriever(graph, x, log_phi, **CFG).retrieve(queries, 4)
-    chunked = ISORetriever(graph, x, log_phi, query_chunk=2, **CFG).retrieve(queries, 4)
-    single = [ISORetriever(graph, x, log_phi, **CFG).retrieve(queries.slice(i, i + 1), 4).indices for i in range(9)]
+    whole = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **CFG).retrieve(queries, 4)
+    chunked = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, query_chunk=2, **CFG).retrieve(queries, 4)
+    single = [ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **CFG).retrieve(queries.slice(i, i + 1), 4).indices for i in range(9)]
     assert torch.equal(whole.indices, chunked.indices) and torch.equal(whole.indices, torch.cat(single))
     assert torch.allclose(whole.scores, chunked.scores)
     assert chunked.stats["queries"] == 9 and chunked.stats["candidates"] == whole.stats["candidates"]
@@ -94,19 +103,19 @@ def test_chunking_and_batching_do_not_change_results():
 def test_ablation_modes_change_only_the_pruning():
     graph, x, qe, log_phi = random_world()
     queries = Queries([""] * qe.size(0), qe)
-    uniform = ISORetriever(graph, x, log_phi, phi_mode="uniform", **CFG).retrieve(queries, 5)
+    uniform = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="uniform", **CFG).retrieve(queries, 5)
     assert uniform.stats["removed_edges"] == 0
-    nothing_pruned = ISORetriever(graph, x, log_phi, **{**CFG, "beta": 1e-12}).retrieve(queries, 5)
+    nothing_pruned = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **{**CFG, "beta": 1e-12}).retrieve(queries, 5)
     assert torch.equal(uniform.indices, nothing_pruned.indices)
-    shuffled = ISORetriever(graph, x, log_phi, phi_mode="shuffled", seed=1, **CFG)
+    shuffled = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="shuffled", seed=1, **CFG)
     assert sorted(shuffled.log_phi.tolist()) == sorted(log_phi.tolist())
-    random_phi = ISORetriever(graph, x, log_phi, phi_mode="random", seed=1, **CFG)
+    random_phi = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="random", seed=1, **CFG)
     assert not torch.equal(random_phi.log_phi, log_phi)
 
 
 def test_traces_describe_the_local_graph():
     graph, x, qe, log_phi = random_world(q=2)
-    result = ISORetriever(graph, x, log_phi, **CFG).retrieve(Queries(["a", "b"], qe), 5, trace=True)
+    result = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **CFG).retrieve(Queries(["a", "b"], qe), 5, trace=True)
     t = result.traces[0]
     assert len(t["seeds"]) == 3 and set(t["seeds"]) <= set(t["candidates"])
     assert [i for i, _ in t["top"]] == result.indices[0].tolist()
@@ -116,26 +125,26 @@ def test_traces_describe_the_local_graph():
 
 def test_edge_cases_k_seeds_without_edges_single_passage():
     graph, x, qe, log_phi = random_world(n=6, e=0)
-    retriever = ISORetriever(graph, x, log_phi, **CFG)
+    retriever = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **CFG)
     res = retriever.retrieve(Queries([""] * qe.size(0), qe), k=50)  # k larger than the corpus
     assert res.indices.shape == (qe.size(0), 6)
-    dense = DenseRetriever(x).retrieve(Queries([""] * qe.size(0), qe), 6)
+    dense = DenseRetriever(GraphIndex(NO_EDGES, x)).retrieve(Queries([""] * qe.size(0), qe), 6)
     assert torch.equal(res.indices, dense.indices)  # no edges: PPR is the teleport, dense order wins
-    one = ISORetriever(Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=1), x[:1], log_phi[:1], **CFG)
+    one = ISORetriever(GraphIndex(NO_EDGES, x[:1]), log_phi[:1], **CFG)
     assert one.retrieve(Queries(["q"], qe[:1]), 10).indices.tolist() == [[0]]
 
 
 def test_bad_inputs_give_clear_errors():
     graph, x, qe, log_phi = random_world()
     with pytest.raises(ValueError, match="NaN"):
-        ISORetriever(graph, x * float("nan"), log_phi)
+        ISORetriever(GraphIndex(graph.edge_index, x * float("nan")), log_phi)
     with pytest.raises(ValueError, match="log_phi has"):
-        ISORetriever(graph, x, log_phi[:3])
+        ISORetriever(GraphIndex(graph.edge_index, x), log_phi[:3])
     with pytest.raises(ValueError, match="beta"):
-        ISORetriever(graph, x, log_phi, beta=1.5)
+        ISORetriever(GraphIndex(graph.edge_index, x), log_phi, beta=1.5)
     with pytest.raises(ValueError, match="non-empty"):
-        ISORetriever(Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=0), x[:0], log_phi[:0])
-    retriever = ISORetriever(graph, x, log_phi)
+        ISORetriever(GraphIndex(NO_EDGES, x[:0]), log_phi[:0])
+    retriever = ISORetriever(GraphIndex(graph.edge_index, x), log_phi)
     with pytest.raises(ValueError, match="query embeddings have size"):
         retriever.retrieve(Queries(["q"], torch.randn(1, 3)), 5)
     with pytest.raises(ValueError, match="NaN"):
@@ -149,7 +158,7 @@ def test_bad_inputs_give_clear_errors():
 def test_every_retriever_rejects_an_empty_query_batch():
     graph, x, qe, log_phi = random_world()
     empty = Queries([], qe[:0])
-    for retriever in (ISORetriever(graph, x, log_phi), DenseRetriever(x), GlobalPPRRetriever(graph, x), BM25Retriever(["cats sit", "dogs bark"])):
+    for retriever in (ISORetriever(GraphIndex(graph.edge_index, x), log_phi), DenseRetriever(GraphIndex(NO_EDGES, x)), GlobalPPRRetriever(GraphIndex(graph.edge_index, x)), BM25Retriever(["cats sit", "dogs bark"])):
         with pytest.raises(ValueError, match="at least one query"):
             retriever.retrieve(empty, 5)
 
@@ -157,17 +166,17 @@ def test_every_retriever_rejects_an_empty_query_batch():
 def test_deterministic_rankings():
     graph, x, qe, log_phi = random_world()
     queries = Queries([""] * qe.size(0), qe)
-    a = ISORetriever(graph, x, log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
-    b = ISORetriever(graph, x, log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
+    a = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
+    b = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
     assert torch.equal(a.indices, b.indices) and torch.equal(a.scores, b.scores)
 
 
 def test_dense_and_global_ppr_baselines():
     graph, x, qe, _ = random_world()
     queries = Queries([""] * qe.size(0), qe)
-    dense = DenseRetriever(x, query_chunk=2).retrieve(queries, 5)
+    dense = DenseRetriever(GraphIndex(NO_EDGES, x), query_chunk=2).retrieve(queries, 5)
     assert torch.equal(dense.indices, (qe @ x.t()).topk(5, dim=1).indices)
-    ppr = GlobalPPRRetriever(graph, x, num_seeds=3, alpha=0.6, tau=5.0, tol=1e-9, max_iter=500).retrieve(queries, 5)
+    ppr = GlobalPPRRetriever(GraphIndex(graph.edge_index, x), num_seeds=3, alpha=0.6, tau=5.0, tol=1e-9, max_iter=500).retrieve(queries, 5)
     index = GraphIndex(graph.edge_index, x)
     for q in range(qe.size(0)):
         s = qe[q] @ x.t()

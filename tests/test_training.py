@@ -8,8 +8,10 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from isorag_pyg.index import ISORAGIndex
+from isorag_pyg.jobs.train import INDEX_DIR, run_training
 from isorag_pyg.nn import PoincareEncoder, degree_target_radius
-from isorag_pyg.training.run import BALL_FILE, run_training
+from isorag_pyg.utils import PhiSpec, log_phi_from_ball
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 QUIET = ["logger=csv", "trainer.enable_progress_bar=false", "encoder.show_progress=false"]
@@ -39,13 +41,17 @@ def test_degree_target_radius_orders_hubs_inside():
     assert (r[1:] < r[:-1]).all()
 
 
-def test_fast_dev_run_writes_ball_coordinates(tmp_path):
+def test_fast_dev_run_writes_the_index(tmp_path):
     cfg = compose_train(tmp_path, "+trainer.fast_dev_run=true")
     metrics = run_training(cfg)
     assert 0.0 <= metrics["val/triplet_acc"] <= 1.0
-    saved = torch.load(tmp_path / BALL_FILE, weights_only=False)
-    assert saved["z"].shape[0] == len(saved["passage_id"]) == metrics["graph/nodes"]
-    assert (saved["z"].norm(dim=-1) < 1).all() and saved["log_phi"].shape == (metrics["graph/nodes"],)
+    index = ISORAGIndex.load(tmp_path / INDEX_DIR)
+    assert index.z.shape[0] == len(index) == metrics["graph/nodes"]
+    assert (index.z.norm(dim=-1) < 1).all() and index.phi == PhiSpec(**cfg.phi)
+    # the saved φ is the one retrieval uses: recomputed from the saved coordinates, it is the same
+    assert torch.equal(index.log_phi, log_phi_from_ball(index.graph.edge_index, index.z, index.phi))
+    assert index.f_theta_info["metrics"]["val/triplet_acc"] == metrics["val/triplet_acc"]
+    assert torch.allclose(index.f_theta.embed_all(index.embeddings), index.z, atol=1e-6)  # f_θ's weights are saved too
     assert json.loads((tmp_path / "train_metrics.json").read_text())["leak"] is False
 
 
@@ -55,7 +61,7 @@ def test_training_learns_geometry_and_resumes(tmp_path):
     assert metrics["val/triplet_acc"] > metrics["val/triplet_acc_untrained"] + 0.05
     assert metrics["spearman_degree_norm"] < -0.3  # hubs near the origin
     last = tmp_path / "checkpoints" / "last.ckpt"
-    assert last.is_file() and (tmp_path / "checkpoints" / BALL_FILE).is_file()
+    assert last.is_file() and (tmp_path / INDEX_DIR / "manifest.json").is_file()
     resumed = run_training(compose_train(tmp_path / "resumed", "trainer.max_epochs=17", "graph=leakfree", f"ckpt_path={last}", small=False))
     ckpt = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["epoch"] == 16  # continued from epoch 15, not restarted
@@ -65,8 +71,8 @@ def test_training_learns_geometry_and_resumes(tmp_path):
 def test_seeded_runs_are_identical(tmp_path):
     a = run_training(compose_train(tmp_path / "a", "trainer.max_epochs=2", "logger=none"))
     b = run_training(compose_train(tmp_path / "b", "trainer.max_epochs=2", "logger=none"))
-    za = torch.load(tmp_path / "a" / "checkpoints" / BALL_FILE)["z"]
-    zb = torch.load(tmp_path / "b" / "checkpoints" / BALL_FILE)["z"]
+    za = ISORAGIndex.load(tmp_path / "a" / INDEX_DIR).z
+    zb = ISORAGIndex.load(tmp_path / "b" / INDEX_DIR).z
     assert torch.equal(za, zb) and a["val/triplet_acc"] == b["val/triplet_acc"]
 
 

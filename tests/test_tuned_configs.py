@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from isorag_pyg.evaluation.runner import run_evaluation
+from isorag_pyg.jobs.evaluate import run_evaluation
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = str(REPO / "conf")
@@ -21,6 +21,11 @@ def retriever(name: str):
         return compose("eval", overrides=[f"retriever={name}", "paths.output_dir=."]).retriever
 
 
+def phi_defaults():
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose("eval", overrides=["paths.output_dir=."]).phi
+
+
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_recorded_knobs_are_the_dev_tuning_winners(dataset):
     tuning = json.loads(TUNING.read_text())
@@ -28,9 +33,10 @@ def test_recorded_knobs_are_the_dev_tuning_winners(dataset):
     best = tuning["best_per_dataset"][dataset]
     iso, ppr = retriever(f"iso_dev_{dataset}"), retriever(f"ppr_dev_{dataset}")
     assert iso.kind == "iso" and iso.phi_mode == "real" and ppr.kind == "ppr"
+    phi = phi_defaults()
     for key in tuning["grid"]:
-        if key != "phi_mode":
-            assert iso[key] == best["iso"][key], key
+        if key != "phi_mode":  # φ's knobs are conf/phi's unless the retriever overrides them
+            assert iso.get(key, phi.get(key)) == best["iso"][key], key
     for key in tuning["ppr_grid"]:
         assert ppr[key] == best["ppr"][key], key
     assert ppr.lambda_dense == pytest.approx(1.0 - ppr.lambda_graph)

@@ -66,3 +66,12 @@ class QADataset:
     def passage_index(self) -> dict[str, int]:
         """Map passage id -> row in ``corpus`` (and in the graph)."""
         return {p.id: i for i, p in enumerate(self.corpus)}
+
+
+def train_eval_overlap(eval_ds: QADataset | None, train_ds: QADataset | None) -> int:
+    """How many training questions are also evaluation questions (same id or same text)."""
+    if eval_ds is None or train_ds is None:
+        return 0
+    ids = {q.id for q in eval_ds.questions}
+    texts = {q.text.strip().casefold() for q in eval_ds.questions}
+    return sum(q.id in ids or q.text.strip().casefold() in texts for q in train_ds.questions)

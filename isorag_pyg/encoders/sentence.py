@@ -70,6 +70,7 @@ class SentenceEncoder:
         cache_dir: str | Path | None = "default",
         show_progress: bool = True,
     ):
+        self.name = model
         self.model_path = resolve_model(model)
         if Path(self.model_path).is_dir():
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model must never reach for the hub

@@ -1,5 +1,10 @@
-"""Evaluation: retrieval metrics, the evaluate.py job, held-out selection and case-study plots."""
+"""Evaluation: retrieval metrics, the side-by-side loop, held-out selection and case-study plots."""
+from isorag_pyg.evaluation.compare import (
+    RetrieverRun,
+    evaluate_retrievers,
+    time_retrieval,
+)
 from isorag_pyg.evaluation.metrics import per_question_recall, retrieval_metrics
 from isorag_pyg.evaluation.selection import cross_validated_selection
 
-__all__ = ["cross_validated_selection", "per_question_recall", "retrieval_metrics"]
+__all__ = ["RetrieverRun", "cross_validated_selection", "evaluate_retrievers", "per_question_recall", "retrieval_metrics", "time_retrieval"]

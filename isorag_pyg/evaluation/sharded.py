@@ -14,16 +14,16 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from isorag_pyg.retrieval.factory import time_retrieval
+from isorag_pyg.evaluation.compare import time_retrieval
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
 
 
 class ShardedRetrieval(L.LightningModule):
     """Runs ``retriever`` on the query rows a rank's dataloader hands it; see :func:`sharded_retrieve`."""
 
-    def __init__(self, retriever: Retriever, queries: Queries, k: int, device: torch.device | str = "cpu"):
+    def __init__(self, retriever: Retriever, queries: Queries, k: int):
         super().__init__()
-        self.retriever, self.queries, self.k, self.retrieval_device = retriever, queries, k, device
+        self.retriever, self.queries, self.k = retriever, queries, k
         self.parts: list[tuple[Tensor, RetrievalResult]] = []
         self.seconds = 0.0
 
@@ -33,7 +33,7 @@ class ShardedRetrieval(L.LightningModule):
     def predict_step(self, rows: Tensor, batch_idx: int) -> Tensor:
         rows = rows.cpu()
         part = Queries([self.queries.texts[i] for i in rows.tolist()], self.queries.embeddings[rows])
-        result, seconds = time_retrieval(self.retriever, part, self.k, self.retrieval_device)
+        result, seconds = time_retrieval(self.retriever, part, self.k)
         self.seconds += seconds
         self.parts.append((rows, result))
         return result.indices
@@ -57,7 +57,6 @@ class ShardedRetrieval(L.LightningModule):
 
 def sharded_retrieve(
     retriever: Retriever, queries: Queries, k: int, devices: int, accelerator: str = "cpu", strategy: str = "ddp",
-    device: torch.device | str = "cpu",
 ) -> tuple[RetrievalResult, float]:
     """Answer ``queries`` on ``devices`` DDP ranks (on CPU over gloo); returns, on every rank, the
     full result in query order and the wall time of the slowest rank.
@@ -67,7 +66,7 @@ def sharded_retrieve(
     """
     trainer = L.Trainer(accelerator=accelerator, devices=devices, strategy=strategy, logger=False,
                         enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False)
-    module = ShardedRetrieval(retriever, queries, k, device)
+    module = ShardedRetrieval(retriever, queries, k)
     batch = math.ceil(len(queries) / devices)
     trainer.predict(module, DataLoader(torch.arange(len(queries)), batch_size=batch), return_predictions=False)
     return module.gathered()

@@ -34,7 +34,7 @@ class PoincareEncoder(nn.Module):
             self.net = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, out_dim))
         else:
             self.net = nn.Linear(in_dim, out_dim)
-        self.in_dim, self.out_dim = in_dim, out_dim
+        self.in_dim, self.out_dim, self.hidden_dim = in_dim, out_dim, hidden_dim
 
     @property
     def curvature(self) -> float:

@@ -1,5 +1,9 @@
 """Retrievers: ISO-RAG and the baselines, one interface (``retrieve(queries, k)``)."""
-from isorag_pyg.retrieval.baselines import BM25Retriever, DenseRetriever, GlobalPPRRetriever
+from isorag_pyg.retrieval.baselines import (
+    BM25Retriever,
+    DenseRetriever,
+    GlobalPPRRetriever,
+)
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.iso_retriever import ISORetriever
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs

@@ -4,13 +4,16 @@ from __future__ import annotations
 import bm25s
 import numpy as np
 import torch
-from torch import Tensor
-from torch_geometric.data import Data
 
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.iso_retriever import teleport_weights
 from isorag_pyg.retrieval.scoring import query_chunk_size, row_minmax
-from isorag_pyg.retrieval.types import Queries, RetrievalResult, check_k, retrieve_in_chunks
+from isorag_pyg.retrieval.types import (
+    Queries,
+    RetrievalResult,
+    check_k,
+    retrieve_in_chunks,
+)
 from isorag_pyg.utils.ppr import personalized_pagerank
 
 
@@ -19,8 +22,8 @@ class DenseRetriever:
 
     name = "dense"
 
-    def __init__(self, embeddings: Tensor, device: str | torch.device = "cpu", query_chunk: int | None = None):
-        self.index = GraphIndex(torch.empty(2, 0, dtype=torch.long), embeddings, device)
+    def __init__(self, index: GraphIndex, query_chunk: int | None = None):
+        self.index = index
         self.query_chunk = query_chunk
 
     @torch.inference_mode()
@@ -74,8 +77,7 @@ class GlobalPPRRetriever:
 
     def __init__(
         self,
-        graph: Data,
-        embeddings: Tensor,
+        index: GraphIndex,
         num_seeds: int = 5,
         alpha: float = 0.5,
         tau: float = 10.0,
@@ -83,10 +85,9 @@ class GlobalPPRRetriever:
         lambda_dense: float = 0.0,
         tol: float = 1e-6,
         max_iter: int = 50,
-        device: str | torch.device = "cpu",
         query_chunk: int | None = None,
     ):
-        self.index = GraphIndex(graph.edge_index, embeddings, device)
+        self.index = index
         self.num_seeds, self.alpha, self.tau = num_seeds, alpha, tau
         self.lambda_graph, self.lambda_dense, self.tol, self.max_iter = lambda_graph, lambda_dense, tol, max_iter
         self.query_chunk = query_chunk

@@ -15,9 +15,17 @@ class GraphIndex:
     Besides the full CSR (``rowptr``, ``col``) it keeps every undirected edge once, stored at the
     endpoint of lower degree (ties: lower id) in ``up_rowptr``, ``up_col`` and ``up_edge_index``:
     a hub then has a short list, so finding the edges among a set of nodes stays cheap.
+
+    Args:
+        edge_index: ``[2, E]`` corpus edges (symmetrised, self-loops and duplicates dropped).
+        embeddings: ``[N, d]`` passage embeddings.
+        device: where retrieval runs. (default: ``"cpu"``)
+        normalized: the embeddings are already unit-norm float32 (as an
+            :class:`~isorag_pyg.ISORAGIndex` stores them), so they are used as they are, without
+            a copy (a memory-mapped index stays mapped). (default: ``False``)
     """
 
-    def __init__(self, edge_index: Tensor, embeddings: Tensor, device: torch.device | str = "cpu"):
+    def __init__(self, edge_index: Tensor, embeddings: Tensor, device: torch.device | str = "cpu", normalized: bool = False):
         if embeddings.dim() != 2 or embeddings.size(0) == 0:
             raise ValueError(f"embeddings must be a non-empty [N, d] matrix, got {tuple(embeddings.shape)}")
         if not torch.isfinite(embeddings).all():
@@ -34,9 +42,16 @@ class GraphIndex:
         src, dst = self.edge_index
         upward = (degree[src] < degree[dst]) | ((degree[src] == degree[dst]) & (src < dst))
         self.up_edge_index = self.edge_index[:, upward]  # still sorted by source
+        # columns in edge_index of every upward edge and of its reverse (edge_index is sorted by src * N + dst)
+        self.up_edge_id = upward.nonzero().squeeze(1)
+        keys = src * self.num_nodes + dst
+        self.up_reverse_id = torch.searchsorted(keys, dst[upward] * self.num_nodes + src[upward])
         self.up_rowptr = rowptr_from_sorted_rows(self.up_edge_index[0], self.num_nodes)
         self.up_col = self.up_edge_index[1]
-        self.embeddings = torch.nn.functional.normalize(embeddings.float(), dim=-1).to(self.device)
+        if normalized and embeddings.dtype == torch.float32:
+            self.embeddings = embeddings.to(self.device)
+        else:
+            self.embeddings = torch.nn.functional.normalize(embeddings.float(), dim=-1).to(self.device)
         self.dim = self.embeddings.size(1)
 
     def scores(self, query_embeddings: Tensor) -> Tensor:

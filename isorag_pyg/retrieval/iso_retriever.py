@@ -6,14 +6,17 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
 
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
 from isorag_pyg.retrieval.scoring import query_chunk_size, segment_minmax, segment_topk
-from isorag_pyg.retrieval.types import Queries, RetrievalResult, check_k, retrieve_in_chunks
-from isorag_pyg.transforms.isoperimetric_filter import IsoperimetricFilter
-from isorag_pyg.utils.isoperimetric import isoperimetric_keep_mask
+from isorag_pyg.retrieval.types import (
+    Queries,
+    RetrievalResult,
+    check_k,
+    retrieve_in_chunks,
+)
+from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_mask
 from isorag_pyg.utils.ppr import personalized_pagerank
 
 
@@ -40,34 +43,37 @@ class ISORetriever:
     All queries of a chunk run together: their local graphs form one block-diagonal batch, so
     every PPR iteration is a single sparse matmul (on ``device``, CPU or CUDA).
 
+    The defaults are ``conf/retriever/iso.yaml``'s (tuned on the training questions; a test
+    keeps the two equal).
+
     Args:
-        graph: the corpus graph (``edge_index``, ``num_nodes``).
-        embeddings: ``[N, d]`` passage embeddings.
-        log_phi: ``[N]`` precomputed log isoperimetric profile of every passage.
-        phi_mode: ``"real"`` or an ablation: ``"uniform"``, ``"shuffled"``, ``"random"``.
+        index: the corpus graph and passage embeddings, prepared for retrieval.
+        log_phi: ``[N]`` precomputed log isoperimetric profile of every passage
+            (:func:`~isorag_pyg.utils.log_phi_from_ball`).
+        phi_mode: ``"real"`` or an ablation (:func:`~isorag_pyg.utils.ablate_log_phi`):
+            ``"uniform"``, ``"shuffled"``, ``"random"``, seeded by ``seed``.
+        query_chunk: queries per batched call (default: as many as fit a 256 MiB score block).
     """
 
     name = "iso"
 
     def __init__(
         self,
-        graph: Data,
-        embeddings: Tensor,
+        index: GraphIndex,
         log_phi: Tensor,
         num_seeds: int = 5,
         over_retrieval: float = 5.0,
         hops: int = 1,
         max_expansion: int = 100,
-        beta: float = 0.5,
+        beta: float = 0.01,
         phi_mode: str = "real",
         alpha: float = 0.5,
         tau: float = 10.0,
-        lambda_graph: float = 0.5,
-        lambda_dense: float = 0.5,
+        lambda_graph: float = 0.9,
+        lambda_dense: float = 0.1,
         tol: float = 1e-6,
         max_iter: int = 50,
         seed: int = 0,
-        device: str | torch.device = "cpu",
         query_chunk: int | None = None,
     ):
         if num_seeds < 1 or hops < 0 or max_expansion < 0:
@@ -76,12 +82,10 @@ class ISORetriever:
             raise ValueError(f"over_retrieval must be >= 1, got {over_retrieval}")
         if lambda_graph < 0 or lambda_dense < 0 or lambda_graph + lambda_dense == 0:
             raise ValueError("lambda_graph and lambda_dense must be >= 0 and not both 0")
-        self.index = GraphIndex(graph.edge_index, embeddings, device)
-        if log_phi.numel() != self.index.num_nodes:
-            raise ValueError(f"log_phi has {log_phi.numel()} values for {self.index.num_nodes} passages")
-        ablation = IsoperimetricFilter(beta=beta, phi="phi", mode=phi_mode, seed=seed)
-        global_graph = Data(edge_index=self.index.edge_index, log_phi=log_phi.double().to(self.index.device), num_nodes=self.index.num_nodes)
-        self.log_phi = ablation.ablated_log_phi(global_graph).to(self.index.device)
+        self.index = index
+        if log_phi.numel() != index.num_nodes:
+            raise ValueError(f"log_phi has {log_phi.numel()} values for {index.num_nodes} passages")
+        self.log_phi = ablate_log_phi(log_phi.to(index.device), phi_mode, seed)
         # φ is per node, so whether an edge survives the filter does not depend on the query:
         # decide it once for every corpus edge, then look it up for each local subgraph
         self.edge_keep = isoperimetric_keep_mask(self.index.up_edge_index, self.log_phi, beta)

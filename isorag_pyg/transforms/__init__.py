@@ -1,4 +1,4 @@
 """PyG transforms."""
-from isorag_pyg.transforms.isoperimetric_filter import PHI_MODES, IsoperimetricFilter
+from isorag_pyg.transforms.isoperimetric_filter import IsoperimetricFilter
 
-__all__ = ["PHI_MODES", "IsoperimetricFilter"]
+__all__ = ["IsoperimetricFilter"]

@@ -10,11 +10,17 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from isorag_pyg.utils.isoperimetric import ball_log_profile, check_beta, isoperimetric_keep_mask
+from isorag_pyg.utils.isoperimetric import (
+    PHI_MODES,
+    PhiSpec,
+    ablate_log_phi,
+    check_beta,
+    isoperimetric_keep_mask,
+    log_phi_from_ball,
+)
 
 log = logging.getLogger(__name__)
 
-PHI_MODES = ("real", "uniform", "shuffled", "random")
 PhiSource = Union[str, Callable[[Data], Tensor]]
 
 
@@ -33,12 +39,12 @@ class IsoperimetricFilter(BaseTransform):
     Args:
         beta (float, optional): the ratio threshold in :math:`(0, 1]`; ``1`` keeps only edges
             between equal profiles, values near ``0`` keep almost all. (default: :obj:`0.5`)
-        p (float, optional): the volume exponent, :math:`v(u) = \lambda(z_u)^p`. (default: :obj:`2.0`)
+        p (float, optional): the volume exponent, :math:`v(u) = \lambda(z_u)^p`. (default: :obj:`1.0`)
         eps (float, optional): :math:`\epsilon` added to :math:`V(S_u)`. (default: :obj:`1e-8`)
         shell_floor (float, optional): added to :math:`V(\partial S_u)` in units of the volume
             of a node at the origin (:math:`2^p`), so nodes with an empty 2-hop shell get a
             finite profile; ``0`` is the plain definition (empty shell: :math:`\varphi = 0`).
-            Used with ``phi="z"``. (default: :obj:`0.0`)
+            Used with ``phi="z"``. (default: :obj:`8.0`)
         phi (str or callable, optional): where :math:`\varphi` comes from: ``"z"`` computes it
             from the ball coordinates in ``data[z_attr]``; ``"phi"`` reads a precomputed
             ``data.log_phi`` (or ``data.phi``); a callable maps the data to :math:`\varphi`
@@ -47,6 +53,8 @@ class IsoperimetricFilter(BaseTransform):
             ``"uniform"`` (all equal: nothing is removed), ``"shuffled"`` (real values permuted
             over nodes) and ``"random"`` (uniform random in :math:`(0, 1)`). (default: :obj:`"real"`)
         curvature (float, optional): the ball's curvature magnitude :math:`c`. (default: :obj:`1.0`)
+            ``p``, ``eps``, ``shell_floor`` and ``curvature`` form a
+            :class:`~isorag_pyg.utils.PhiSpec`, whose defaults they share.
         z_attr (str, optional): the node attribute holding ball coordinates. (default: :obj:`"z"`)
         seed (int, optional): seed for ``"shuffled"`` and ``"random"``. (default: :obj:`0`)
 
@@ -66,12 +74,12 @@ class IsoperimetricFilter(BaseTransform):
     def __init__(
         self,
         beta: float = 0.5,
-        p: float = 2.0,
-        eps: float = 1e-8,
-        shell_floor: float = 0.0,
+        p: float = PhiSpec.p,
+        eps: float = PhiSpec.eps,
+        shell_floor: float = PhiSpec.shell_floor,
         phi: PhiSource = "z",
         mode: str = "real",
-        curvature: float = 1.0,
+        curvature: float = PhiSpec.curvature,
         z_attr: str = "z",
         seed: int = 0,
     ) -> None:
@@ -80,12 +88,8 @@ class IsoperimetricFilter(BaseTransform):
             raise ValueError(f"mode must be one of {PHI_MODES}, got {mode!r}")
         if isinstance(phi, str) and phi not in ("z", "phi"):
             raise ValueError(f"phi must be 'z', 'phi' or a callable, got {phi!r}")
-        if eps <= 0:
-            raise ValueError(f"eps must be > 0, got {eps}")
-        if shell_floor < 0:
-            raise ValueError(f"shell_floor must be >= 0, got {shell_floor}")
-        self.beta, self.p, self.eps, self.phi, self.shell_floor = beta, p, eps, phi, shell_floor
-        self.mode, self.curvature, self.z_attr, self.seed = mode, curvature, z_attr, seed
+        self.spec = PhiSpec(p=p, eps=eps, shell_floor=shell_floor, curvature=curvature)
+        self.beta, self.phi, self.mode, self.z_attr, self.seed = beta, phi, mode, z_attr, seed
 
     def real_log_phi(self, data: Data) -> Tensor:
         """:math:`\\log\\varphi` before any ablation is applied."""
@@ -102,27 +106,15 @@ class IsoperimetricFilter(BaseTransform):
             raise ValueError("phi='phi' needs a 'log_phi' or 'phi' node attribute on the data")
         if self.z_attr not in data:
             raise ValueError(f"phi='z' needs ball coordinates in data.{self.z_attr}")
-        z = data[self.z_attr]
-        return ball_log_profile(data.edge_index, z, self.p, self.curvature, self.eps, self.shell_floor)
-
-    def ablated_log_phi(self, data: Data) -> Tensor:
-        """:math:`\\log\\varphi` after the configured ablation ``mode``."""
-        n = data.num_nodes
-        device = data.edge_index.device
-        if self.mode == "uniform":
-            return torch.zeros(n, dtype=torch.float64, device=device)
-        generator = torch.Generator().manual_seed(self.seed)
-        if self.mode == "random":
-            return torch.rand(n, generator=generator, dtype=torch.float64).clamp_min(1e-12).log().to(device)
-        log_phi = self.real_log_phi(data)
-        if self.mode == "shuffled":
-            return log_phi[torch.randperm(n, generator=generator).to(log_phi.device)]
-        return log_phi
+        return log_phi_from_ball(data.edge_index, data[self.z_attr], self.spec)
 
     @torch.no_grad()
     def forward(self, data: Data) -> Data:
         n = data.num_nodes
-        log_phi = self.ablated_log_phi(data).to(data.edge_index.device)
+        device = data.edge_index.device
+        # uniform and random ablations ignore the real values (and need no coordinates)
+        real = self.real_log_phi(data) if self.mode in ("real", "shuffled") else torch.zeros(n, dtype=torch.float64)
+        log_phi = ablate_log_phi(real.to(device), self.mode, self.seed)
         if log_phi.numel() != n:
             raise ValueError(f"phi has {log_phi.numel()} values for {n} nodes")
         keep = isoperimetric_keep_mask(data.edge_index, log_phi, self.beta)
@@ -143,7 +135,7 @@ class IsoperimetricFilter(BaseTransform):
 
     def __repr__(self) -> str:
         phi = self.phi if isinstance(self.phi, str) else getattr(self.phi, "__name__", "callable")
-        return f"{self.__class__.__name__}(beta={self.beta}, p={self.p}, phi={phi!r}, mode={self.mode!r})"
+        return f"{self.__class__.__name__}(beta={self.beta}, p={self.spec.p}, phi={phi!r}, mode={self.mode!r})"
 
 
 def _batch_edge_subgraph(batch: Batch, keep: Tensor) -> Batch:

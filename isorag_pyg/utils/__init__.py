@@ -1,11 +1,14 @@
 """Pure functions on graphs and ball coordinates."""
 from isorag_pyg.utils.isoperimetric import (
-    ball_log_profile,
+    PHI_MODES,
+    PhiSpec,
+    ablate_log_phi,
     check_beta,
     clean_edge_index,
     isoperimetric_keep_mask,
     log_conformal_factor,
     log_isoperimetric_profile,
+    log_phi_from_ball,
     log_volume,
     origin_volume,
     scatter_logsumexp,
@@ -13,12 +16,15 @@ from isorag_pyg.utils.isoperimetric import (
 )
 
 __all__ = [
-    "ball_log_profile",
+    "PHI_MODES",
+    "PhiSpec",
+    "ablate_log_phi",
     "check_beta",
     "clean_edge_index",
     "isoperimetric_keep_mask",
     "log_conformal_factor",
     "log_isoperimetric_profile",
+    "log_phi_from_ball",
     "log_volume",
     "origin_volume",
     "scatter_logsumexp",

@@ -15,7 +15,9 @@ symmetric profile. Self-loops and duplicate edges are ignored.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Iterator
 
 import torch
@@ -102,35 +104,78 @@ def _shell_block(src: Tensor, mid: Tensor, rowptr: Tensor, col: Tensor, n: int) 
     return u[keep], w[keep]
 
 
+@dataclass(frozen=True)
+class PhiSpec:
+    r"""The one recipe for :math:`\varphi` from ball coordinates, used by training, retrieval,
+    the index and :class:`~isorag_pyg.transforms.IsoperimetricFilter` alike.
+
+    Args:
+        p: volume exponent, :math:`v(u) = \lambda_c(z_u)^p`; ``0`` makes every volume 1, so
+            :math:`\varphi` counts nodes and needs no coordinates. (default: ``1.0``)
+        eps: the :math:`\epsilon` added to :math:`V(S_u)`. (default: ``1e-8``)
+        shell_floor: added to :math:`V(\partial S_u)` in units of the volume of a node at the
+            origin (:math:`2^p`), so a node whose 2-hop shell is empty gets a small finite
+            :math:`\varphi` instead of 0; ``0`` is the plain definition. (default: ``8.0``)
+        curvature: the ball's curvature magnitude :math:`c` (f_θ is trained in this ball).
+            (default: ``1.0``)
+    """
+
+    p: float = 1.0
+    eps: float = 1e-8
+    shell_floor: float = 8.0
+    curvature: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.p) and self.p >= 0):
+            raise ValueError(f"the volume exponent p must be finite and >= 0, got {self.p}")
+        if not self.eps > 0:
+            raise ValueError(f"eps must be > 0, got {self.eps}")
+        if not (math.isfinite(self.shell_floor) and self.shell_floor >= 0):
+            raise ValueError(f"shell_floor must be finite and >= 0, got {self.shell_floor}")
+        if not (math.isfinite(self.curvature) and self.curvature > 0):
+            raise ValueError(f"curvature must be finite and > 0, got {self.curvature}")
+
+    @property
+    def needs_coordinates(self) -> bool:
+        """Whether :math:`\\varphi` depends on ball coordinates (``p > 0``)."""
+        return self.p != 0
+
+    def replace(self, **changes: float) -> "PhiSpec":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
 def log_isoperimetric_profile(
     edge_index: Tensor,
     log_vol: Tensor,
-    eps: float = 1e-8,
+    eps: float = PhiSpec.eps,
+    shell_floor: float = PhiSpec.shell_floor,
+    floor_unit: float = 1.0,
     path_budget: int = DEFAULT_PATH_BUDGET,
-    shell_eps: float = 0.0,
 ) -> Tensor:
-    r"""Return :math:`\log\varphi_u` for every node (``-inf`` where the 2-hop shell is empty).
+    r"""Return :math:`\log\varphi_u` for every node (``-inf`` where the 2-hop shell is empty
+    and there is no floor).
 
     Args:
         edge_index: ``[2, E]`` edges; self-loops and duplicates are ignored.
         log_vol: ``[N]`` per-node log-volumes, e.g. from :func:`log_volume`.
-        eps: the :math:`\epsilon` added to :math:`V(S_u)` (default: ``1e-8``).
-        path_budget: 2-paths expanded per block (default: ``2**24``).
-        shell_eps: a volume added to :math:`V(\partial S_u)`, so that an empty shell gives a
-            small positive :math:`\varphi` instead of 0 (:math:`\log\varphi = -\infty`, which
-            fails the ratio test against every non-empty neighbour). ``0`` is the plain
-            definition. (default: ``0.0``)
+        eps: the :math:`\epsilon` added to :math:`V(S_u)`. (default: ``1e-8``)
+        shell_floor: ``shell_floor * floor_unit`` is added to :math:`V(\partial S_u)` (see
+            :class:`PhiSpec`); ``0`` is the plain definition. (default: ``8.0``)
+        floor_unit: the volume one unit of floor stands for; :func:`log_phi_from_ball` passes
+            the origin volume :math:`2^p`. (default: ``1.0``, the volume of a node when ``p = 0``)
+        path_budget: 2-paths expanded per block. (default: ``2**24``)
 
     Example:
         >>> import torch
         >>> ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # path 0 - 1 - 2
-        >>> log_isoperimetric_profile(ei, torch.zeros(3)).exp()
+        >>> log_isoperimetric_profile(ei, torch.zeros(3), shell_floor=0.0).exp()
         tensor([0.5000, 0.0000, 0.5000], dtype=torch.float64)
     """
     if eps <= 0:
         raise ValueError(f"eps must be > 0, got {eps}")
-    if shell_eps < 0:
-        raise ValueError(f"shell_eps must be >= 0, got {shell_eps}")
+    if shell_floor < 0 or floor_unit <= 0:
+        raise ValueError(f"shell_floor must be >= 0 and floor_unit > 0, got {shell_floor} and {floor_unit}")
     log_vol = log_vol.double()
     n = log_vol.numel()
     if edge_index.numel() and int(edge_index.max()) >= n:
@@ -144,17 +189,58 @@ def log_isoperimetric_profile(
         first = int(u[0]) if u.numel() else 0
         block = scatter_logsumexp(log_vol[w], u - first, int(u[-1]) - first + 1 if u.numel() else 0)
         shell[first : first + block.numel()] = block
-    if shell_eps > 0:
-        shell = torch.logaddexp(shell, torch.full_like(shell, math.log(shell_eps)))
+    if shell_floor > 0:
+        shell = torch.logaddexp(shell, torch.full_like(shell, math.log(shell_floor * floor_unit)))
     return shell - torch.logaddexp(closed, torch.full_like(closed, math.log(eps)))
 
 
-def ball_log_profile(
-    edge_index: Tensor, z: Tensor, p: float, curvature: float = 1.0, eps: float = 1e-8, shell_floor: float = 0.0
-) -> Tensor:
-    r""":math:`\log\varphi` from ball coordinates: volumes :math:`\lambda_c(z)^p`, and
-    ``shell_floor`` origin volumes (:math:`2^p` each) added to every shell."""
-    return log_isoperimetric_profile(edge_index, log_volume(z, p, curvature), eps, shell_eps=shell_floor * origin_volume(p))
+def log_phi_from_ball(edge_index: Tensor, z: Tensor | None, spec: PhiSpec = PhiSpec(), num_nodes: int | None = None) -> Tensor:
+    r""":math:`\log\varphi` of every node under ``spec``: volumes :math:`\lambda_c(z)^p` and
+    ``spec.shell_floor`` origin volumes (:math:`2^p` each) added to every shell. With
+    ``spec.p == 0`` the coordinates are not needed: pass ``z=None`` and ``num_nodes``.
+
+    Example:
+        >>> ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+        >>> log_phi_from_ball(ei, None, PhiSpec(p=0.0, shell_floor=0.0), num_nodes=3).exp()
+        tensor([0.5000, 0.0000, 0.5000], dtype=torch.float64)
+    """
+    if z is None:
+        if spec.needs_coordinates:
+            raise ValueError(f"φ with p = {spec.p} needs ball coordinates (train f_θ), or use p = 0")
+        if num_nodes is None:
+            raise ValueError("without ball coordinates, pass num_nodes")
+        log_vol = torch.zeros(num_nodes, dtype=torch.float64, device=edge_index.device)
+    else:
+        if num_nodes is not None and z.size(0) != num_nodes:
+            raise ValueError(f"ball coordinates have {z.size(0)} rows for {num_nodes} nodes")
+        log_vol = log_volume(z, spec.p, spec.curvature)
+    return log_isoperimetric_profile(edge_index, log_vol, spec.eps, spec.shell_floor, origin_volume(spec.p))
+
+
+#: φ ablations: the real values, all equal (nothing pruned), real values permuted over the
+#: nodes, uniform random values.
+PHI_MODES = ("real", "uniform", "shuffled", "random")
+
+
+def ablate_log_phi(log_phi: Tensor, mode: str = "real", seed: int = 0) -> Tensor:
+    r""":math:`\log\varphi` after an ablation (see :data:`PHI_MODES`); ``shuffled`` and
+    ``random`` are seeded by ``seed``.
+
+    Example:
+        >>> ablate_log_phi(torch.tensor([-1.0, -2.0]), "uniform")
+        tensor([0., 0.], dtype=torch.float64)
+    """
+    if mode not in PHI_MODES:
+        raise ValueError(f"phi mode must be one of {PHI_MODES}, got {mode!r}")
+    n, device = log_phi.numel(), log_phi.device
+    if mode == "real":
+        return log_phi.double()
+    if mode == "uniform":
+        return torch.zeros(n, dtype=torch.float64, device=device)
+    generator = torch.Generator().manual_seed(seed)
+    if mode == "random":
+        return torch.rand(n, generator=generator, dtype=torch.float64).clamp_min(1e-12).log().to(device)
+    return log_phi.double()[torch.randperm(n, generator=generator).to(device)]
 
 
 def isoperimetric_keep_mask(edge_index: Tensor, log_phi: Tensor, beta: float) -> Tensor:

@@ -1,0 +1,131 @@
+"""The ``isorag`` command: build, inspect and query an index of your own corpus.
+
+    isorag index CORPUS OUT_DIR [--graph title_mention] [--epochs 30] [--p 1.0] ...
+    isorag query INDEX_DIR "question" ["another question" ...] [-k 5] [--retriever iso] [--json]
+    isorag info INDEX_DIR
+
+Errors (a bad path, an empty corpus, a missing or corrupt index) are one line on stderr and a
+non-zero exit status; ``ISORAG_DEBUG=1`` shows the traceback instead.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from typing import Any, Sequence
+
+_START = time.perf_counter()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="isorag", description="ISO-RAG: graph retrieval with isoperimetric noise control.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    build = commands.add_parser("index", help="build an index of a corpus and save it")
+    build.add_argument("corpus", help="a .jsonl/.json/.csv file of passages, a dataset file, or a folder of .txt/.md documents")
+    build.add_argument("out_dir", help="where to save the index (an existing index there is replaced atomically)")
+    build.add_argument("--graph", default="title_mention", help="graph builders, '+'-separated: title_mention, knn (default: title_mention)")
+    build.add_argument("--encoder", default=None, help="sentence-transformers name or path (default: the bundled all-MiniLM-L6-v2)")
+    build.add_argument("--epochs", type=int, default=30, help="f_θ training epochs (default: 30)")
+    build.add_argument("--p", type=float, default=None, help="φ's volume exponent; 0 skips f_θ (default: 1.0)")
+    build.add_argument("--shell-floor", type=float, default=None, help="φ's shell floor (default: 8.0)")
+    build.add_argument("--max-tokens", type=int, default=None, help="tokens per passage when splitting documents (default: 200)")
+    build.add_argument("--seed", type=int, default=42)
+    build.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    query = commands.add_parser("query", help="retrieve passages for questions")
+    query.add_argument("index_dir")
+    query.add_argument("questions", nargs="+", help="one or more questions")
+    query.add_argument("-k", type=int, default=5, help="passages per question (default: 5)")
+    query.add_argument("--retriever", default="iso", help="iso, iso_uniform, iso_shuffled, iso_random, dense, bm25, ppr (default: iso)")
+    query.add_argument("--json", action="store_true", help="one JSON object per question: {question, results: [{id, title, text, score}]}")
+    query.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
+    query.add_argument("--timings", action="store_true", help="print seconds spent on imports, loading, model and retrieval to stderr (JSON)")
+
+    info = commands.add_parser("info", help="show an index's manifest and graph statistics")
+    info.add_argument("index_dir")
+    info.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
+    return parser
+
+
+def _index(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
+    from isorag_pyg.index import ISORAGIndex
+    from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig
+    from isorag_pyg.utils.isoperimetric import PhiSpec
+
+    encoder = args.encoder or DEFAULT_ENCODER
+    read_kwargs = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}
+    passages = ISORAGIndex.read_corpus(args.corpus, encoder=encoder, **read_kwargs)
+    phi = PhiSpec(**{k: v for k, v in (("p", args.p), ("shell_floor", args.shell_floor)) if v is not None})
+    if args.epochs < 1:
+        raise ValueError(f"--epochs must be >= 1, got {args.epochs}")
+    trainer = {**DEFAULT_TRAINER, "max_epochs": args.epochs, "enable_progress_bar": not args.quiet, "enable_model_summary": False}
+    f_theta = FThetaConfig(trainer=trainer, seed=args.seed) if phi.needs_coordinates else None
+    graph = {name: {} for name in args.graph.split("+") if name}
+    index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet)
+    index.save(args.out_dir)
+    return [f"{args.out_dir}: {index!r}"]
+
+
+def _query(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.index import ISORAGIndex
+
+    timings = {"imports_s": time.perf_counter() - _START}
+    start = time.perf_counter()
+    index = ISORAGIndex.load(args.index_dir, verify=not args.no_verify)
+    timings["load_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    index.encoder.encode(["warm-up"])  # model load, timed apart from retrieval
+    timings["model_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    hits = index.retrieve(args.questions, k=args.k, retriever=args.retriever)
+    timings["retrieval_s"] = time.perf_counter() - start
+    lines = []
+    for question, results in zip(args.questions, hits):
+        if args.json:
+            lines.append(json.dumps({"question": question, "results": [r.to_dict() for r in results]}, ensure_ascii=False))
+            continue
+        lines.append(f"Q: {question}")
+        for rank, r in enumerate(results, 1):
+            text = r.text if len(r.text) <= 160 else r.text[:157] + "..."
+            lines.append(f"  {rank}. [{r.score:.3f}] {r.title} ({r.id}): {text}")
+    if args.timings:
+        timings["total_s"] = time.perf_counter() - _START
+        print(json.dumps(timings), file=sys.stderr)
+    return lines
+
+
+def _info(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.index import ISORAGIndex
+
+    info: dict[str, Any] = ISORAGIndex.load(args.index_dir, verify=not args.no_verify).info()
+    return [json.dumps(info, indent=2, ensure_ascii=False)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    out = sys.stdout
+    try:
+        # libraries print notices to stdout (e.g. transformers under WANDB_MODE=offline): send
+        # them to stderr, so stdout carries only the answer (and --json stays parseable)
+        with contextlib.redirect_stdout(sys.stderr):
+            lines = {"index": _index, "query": _query, "info": _info}[args.command](args)
+        out.write("".join(f"{line}\n" for line in lines))
+    except KeyboardInterrupt:
+        print("isorag: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # one line for the user; the traceback only when asked for
+        if os.environ.get("ISORAG_DEBUG"):
+            raise
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"isorag {args.command}: error: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""A user's own corpus: JSON / JSON lines / CSV passages, any supported dataset file, or a folder
+of ``.txt`` / ``.md`` documents split into passages at paragraph boundaries under a token budget.
+
+Nothing is dropped silently: malformed records are errors naming the record; binary, undecodable
+or empty documents in a folder are skipped, counted and listed in the :class:`CorpusReport`.
+"""
+from __future__ import annotations
+
+import csv
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from isorag_pyg.datasets.errors import DatasetFormatError
+from isorag_pyg.datasets.formats import (
+    QUESTION_PARSERS,
+    RawPassage,
+    _Record,
+    detect_question_format,
+    normalize_text,
+    read_corpus,
+    read_records,
+)
+from isorag_pyg.datasets.loader import build_corpus
+from isorag_pyg.datasets.types import MatchReport, Passage
+
+log = logging.getLogger(__name__)
+
+DOCUMENT_SUFFIXES = (".txt", ".md")
+#: Tokens of text per passage when a folder of documents is split (the default encoder reads 256).
+DEFAULT_MAX_TOKENS = 200
+
+TokenCounter = Callable[[str], int]
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass
+class CorpusReport:
+    """What a corpus read produced and what it skipped, by reason."""
+
+    source: str
+    passages: int = 0
+    documents: int = 0
+    duplicates_merged: int = 0
+    skipped_binary: list[str] = field(default_factory=list)
+    skipped_undecodable: list[str] = field(default_factory=list)
+    skipped_empty: list[str] = field(default_factory=list)
+    ignored_other_files: int = 0
+
+    @property
+    def skipped(self) -> int:
+        return len(self.skipped_binary) + len(self.skipped_undecodable) + len(self.skipped_empty)
+
+    def summary(self) -> str:
+        parts = [f"{self.passages} passages"]
+        if self.documents:
+            parts.append(f"from {self.documents} documents")
+        if self.duplicates_merged:
+            parts.append(f"{self.duplicates_merged} duplicate passages merged")
+        for reason, names in (("binary", self.skipped_binary), ("not UTF-8", self.skipped_undecodable), ("empty", self.skipped_empty)):
+            if names:
+                shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+                parts.append(f"{len(names)} {reason} file(s) skipped ({shown})")
+        if self.ignored_other_files:
+            parts.append(f"{self.ignored_other_files} file(s) other than {'/'.join(DOCUMENT_SUFFIXES)} ignored")
+        return f"{self.source}: " + "; ".join(parts)
+
+
+def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_tokens: TokenCounter | None = None) -> tuple[list[Passage], CorpusReport]:
+    """Read passages from ``path``.
+
+    Args:
+        path: a ``.jsonl`` / ``.json`` file of ``{title, text[, id]}`` records (or any dataset
+            file the loaders read: a corpus, or questions whose contexts form the corpus), a
+            ``.csv`` with ``title`` and ``text`` columns (``id`` optional), or a folder of
+            ``.txt`` / ``.md`` documents (searched recursively).
+        max_tokens: for documents, the most tokens of text per passage. (default: ``200``)
+        count_tokens: counts the tokens of a string, e.g. with the encoder's tokenizer (see
+            :func:`tokenizer_counter`). (default: whitespace-separated words)
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    report = CorpusReport(str(path))
+    if path.is_dir():
+        raw = _read_documents(path, max_tokens, count_tokens or _count_words, report)
+    elif path.suffix.lower() == ".csv":
+        raw = _read_csv(path)
+    else:
+        raw = _read_records_file(path)
+    if not raw:
+        raise DatasetFormatError(path, "no passages found" + (f" ({report.summary()})" if report.skipped else ""))
+    merged = MatchReport()
+    corpus = build_corpus(raw, path, merged)
+    report.passages, report.duplicates_merged = len(corpus), merged.duplicate_passages
+    log.info("%s", report.summary())
+    if report.skipped:
+        log.warning("%s", report.summary())
+    return corpus, report
+
+
+def tokenizer_counter(model_path: str) -> TokenCounter:
+    """Token counts from a Hugging Face tokenizer (e.g. the encoder's own directory)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer.model_max_length = 1 << 30  # counting only: no warning about texts longer than the model reads
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _count_words(text: str) -> int:
+    return len(text.split())
+
+
+def _checked(raw: list[RawPassage], path: Path) -> list[RawPassage]:
+    for i, p in enumerate(raw):
+        if not p.text.strip():
+            raise DatasetFormatError(path, "empty passage text", record=i, field="text")
+    return raw
+
+
+def _read_records_file(path: Path) -> list[RawPassage]:
+    records = read_records(path)
+    if isinstance(records, dict) and isinstance(records.get("data"), list):
+        records = records["data"]
+    if isinstance(records, list) and records and isinstance(records[0], dict) and not {"text", "paragraph_text"} & set(records[0]):
+        return _question_contexts(path, records)  # no passage fields: a question file (or an error naming its keys)
+    return _checked(read_corpus(path), path)
+
+
+def _question_contexts(path: Path, records: list[Any]) -> list[RawPassage]:
+    """A question file: its passages are the union of the questions' contexts."""
+    parser = QUESTION_PARSERS[detect_question_format(path, records[0])]
+    raw: list[RawPassage] = []
+    for i, record in enumerate(records):
+        question = parser(_Record(path, i, record))
+        if question.context is None:
+            raise DatasetFormatError(path, "a question file that names gold titles only has no passages; pass its corpus file", record=i)
+        raw.extend(RawPassage(None, title, text) for title, text in question.context)
+    return _checked(raw, path)
+
+
+def _read_csv(path: Path) -> list[RawPassage]:
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            rows = list(csv.DictReader(handle))
+            columns = set(rows[0]) if rows else set()
+    except UnicodeDecodeError as err:
+        raise DatasetFormatError(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except csv.Error as err:
+        raise DatasetFormatError(path, f"malformed CSV ({err})") from None
+    if not rows:
+        raise DatasetFormatError(path, "no rows")
+    if "text" not in columns:
+        raise DatasetFormatError(path, f"needs a 'text' column (found {sorted(c for c in columns if c)})")
+    raw = []
+    for i, row in enumerate(rows):
+        if row.get("text") is None:
+            raise DatasetFormatError(path, "row has fewer fields than the header", record=i, field="text")
+        pid = (row.get("id") or "").strip() or None
+        raw.append(RawPassage(pid, (row.get("title") or "").strip(), normalize_text(row["text"])))
+    return _checked(raw, path)
+
+
+def _read_documents(folder: Path, max_tokens: int, count_tokens: TokenCounter, report: CorpusReport) -> list[RawPassage]:
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    raw: list[RawPassage] = []
+    for file in sorted(p for p in folder.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)):
+        name = str(file.relative_to(folder))
+        if file.suffix.lower() not in DOCUMENT_SUFFIXES:
+            report.ignored_other_files += 1
+            continue
+        data = file.read_bytes()
+        if b"\x00" in data[:8192]:
+            report.skipped_binary.append(name)
+            continue
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            report.skipped_undecodable.append(name)
+            continue
+        title, body = split_title(text, file.stem)
+        chunks = split_passages(body, max_tokens, count_tokens)
+        if not chunks:
+            report.skipped_empty.append(name)
+            continue
+        report.documents += 1
+        raw.extend(RawPassage(f"{name}#{i}", title, chunk) for i, chunk in enumerate(chunks))
+    return raw
+
+
+def split_title(text: str, fallback: str) -> tuple[str, str]:
+    """The first Markdown heading as the title (and the text without it), else ``fallback``.
+
+    Example:
+        >>> split_title("# Paris\\n\\nThe capital.", "paris")
+        ('Paris', '\\nThe capital.')
+    """
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        match = _HEADING.match(line)
+        if match:
+            return match.group(1).strip(), "\n".join(lines[:i] + lines[i + 1 :])
+        break
+    return fallback, text
+
+
+def split_passages(text: str, max_tokens: int, count_tokens: TokenCounter = _count_words) -> list[str]:
+    """Pack consecutive paragraphs into passages of at most ``max_tokens`` tokens; a paragraph
+    longer than that is split at sentence ends, and a sentence longer than that at words.
+    Pieces are counted once and their counts added (exact for word-piece tokenizers such as the
+    default encoder's, which tokenize each whitespace-separated word on its own).
+
+    Example:
+        >>> split_passages("a b c\\n\\nd e\\n\\nf g h i", max_tokens=5)
+        ['a b c d e', 'f g h i']
+    """
+    pieces: list[tuple[str, int]] = []
+    for paragraph in _PARAGRAPH_BREAK.split(text):
+        paragraph = normalize_text(paragraph)
+        if not paragraph:
+            continue
+        size = count_tokens(paragraph)
+        if size <= max_tokens:
+            pieces.append((paragraph, size))
+            continue
+        for sentence in _SENTENCE_END.split(paragraph):
+            size = count_tokens(sentence)
+            pieces.extend([(sentence, size)] if size <= max_tokens else [(w, count_tokens(w)) for w in sentence.split()])
+    passages: list[tuple[str, int]] = []
+    for piece, size in pieces:
+        if passages and passages[-1][1] + size <= max_tokens:
+            passages[-1] = (f"{passages[-1][0]} {piece}", passages[-1][1] + size)
+        else:
+            passages.append((piece, size))
+    return [passage for passage, _ in passages]

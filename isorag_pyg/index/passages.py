@@ -1,0 +1,76 @@
+"""The passages of an index: held in memory after a build, read lazily from disk after a load."""
+from __future__ import annotations
+
+import json
+import mmap
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import torch
+from torch import Tensor
+
+from isorag_pyg.datasets.types import Passage
+
+
+def write_passages(passages: Iterable[Passage], path: Path) -> Tensor:
+    """Write one ``{"id", "title", "text"}`` JSON object a line; returns the ``[N + 1]`` byte offsets."""
+    offsets = [0]
+    with path.open("wb") as handle:
+        for p in passages:
+            line = (json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n").encode()
+            handle.write(line)
+            offsets.append(offsets[-1] + len(line))
+    return torch.tensor(offsets, dtype=torch.int64)
+
+
+class PassageStore(Sequence[Passage]):
+    """Passages by corpus row: a list in memory, or a JSON-lines file read on demand through
+    ``mmap`` with its byte ``offsets`` (a million passages open without parsing them)."""
+
+    def __init__(self, passages: list[Passage] | None = None, path: Path | None = None, offsets: Tensor | None = None):
+        if (passages is None) == (path is None):
+            raise ValueError("give either passages or a path with offsets")
+        self._list = passages
+        self._path, self._offsets = path, offsets
+        self._map: mmap.mmap | None = None
+        self._row_of: dict[str, int] | None = None
+        if path is not None:
+            if offsets is None or offsets.dim() != 1 or offsets.numel() < 1:
+                raise ValueError(f"{path}: passage offsets missing or malformed")
+            if int(offsets[-1]) != path.stat().st_size:
+                raise ValueError(f"{path}: {path.stat().st_size} bytes, but the offsets end at {int(offsets[-1])}")
+
+    def __len__(self) -> int:
+        return len(self._list) if self._list is not None else self._offsets.numel() - 1
+
+    def _line(self, row: int) -> Passage:
+        if self._map is None:
+            with self._path.open("rb") as handle:
+                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if self._path.stat().st_size else None
+        start, stop = int(self._offsets[row]), int(self._offsets[row + 1])
+        try:
+            record = json.loads(self._map[start:stop])
+            return Passage(str(record["id"]), str(record["title"]), str(record["text"]))
+        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{self._path}: passage {row} is unreadable ({err})") from None
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        if not -len(self) <= row < len(self):
+            raise IndexError(f"passage row {row} out of range for {len(self)} passages")
+        row %= len(self)
+        return self._list[row] if self._list is not None else self._line(row)
+
+    def __iter__(self) -> Iterator[Passage]:
+        return (self[i] for i in range(len(self)))
+
+    def row_of(self, passage_id: str) -> int | None:
+        """The corpus row of a passage id (the map is built on first use)."""
+        if self._row_of is None:
+            self._row_of = {p.id: i for i, p in enumerate(self)}
+        return self._row_of.get(passage_id)
+
+    @property
+    def ids(self) -> list[str]:
+        return [p.id for p in self]

@@ -1,0 +1,167 @@
+"""An index as a remote backend for PyG's :class:`torch_geometric.llm.RAGQueryLoader`.
+
+The feature store finds the dense pool (cosine seeds first), the graph store builds ISO-RAG's
+local candidate graph around it, and the subgraph filter applies the isoperimetric filter
+(:class:`~isorag_pyg.transforms.IsoperimetricFilter`, φ from the index) and local PPR::
+
+    from torch_geometric.llm import RAGQueryLoader
+    feature_store, graph_store, subgraph_filter = rag_components(index, k=5)
+    data = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter).query("question")
+    data.passage_id, data.edge_index, data.ppr, data.score   # the filtered local graph, scored
+
+Ranking ``data.node_idx`` by ``data.score`` gives what :meth:`ISORAGIndex.retrieve` returns.
+The loader asks one query at a time; the graph store reads that query's dense scores from the
+feature store it is registered with.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.sampler import SamplerOutput
+
+from isorag_pyg.index.index import ISORAGIndex
+from isorag_pyg.retrieval.iso_retriever import ISORetriever, teleport_weights
+from isorag_pyg.retrieval.local_graph import build_local_graphs
+from isorag_pyg.retrieval.scoring import segment_minmax
+from isorag_pyg.transforms import IsoperimetricFilter
+from isorag_pyg.utils.ppr import personalized_pagerank
+
+
+class ISORAGFeatureStore:
+    """``RAGFeatureStore`` over an index: passage embeddings and texts, and the query's dense pool.
+
+    Args:
+        index: the index.
+        retriever: the ISO-RAG retriever whose knobs (pool size, seeds, φ) apply.
+        k: passages wanted per query (sets the pool size ``over_retrieval * k``); the loader's
+            ``config={"k": ...}`` changes it.
+    """
+
+    def __init__(self, index: ISORAGIndex, retriever: ISORetriever, k: int = 5):
+        self.index, self.retriever = index, retriever
+        self._config: dict[str, Any] = {}
+        self.config = {"k": k}
+        self.last_scores: Tensor | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._config
+
+    @config.setter
+    def config(self, config: dict[str, Any] | None) -> None:
+        if config is None:  # RAGQueryLoader passes its own config, None by default
+            return
+        k = config.get("k", self._config.get("k"))
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"config k must be a positive integer, got {k!r}")
+        self._config = {**self._config, **config, "k": k}
+
+    def retrieve_seed_nodes(self, query: str, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        """The dense pool of ``query`` (corpus rows, best first: the first ``num_seeds`` are the
+        seeds) and the query's embedding."""
+        queries = self.index.encode_questions([query])
+        self.last_scores = self.retriever.index.scores(queries.embeddings)
+        _, pool, _ = self.retriever.sizes(self.config["k"])
+        return self.last_scores.topk(pool, dim=1).indices[0], queries.embeddings[0]
+
+    def retrieve_seed_edges(self, query: str, **kwargs: Any) -> Tensor:
+        """ISO-RAG seeds passages, not edges: always empty."""
+        return torch.empty(2, 0, dtype=torch.long)
+
+    def load_subgraph(self, sample: SamplerOutput) -> Data:
+        """The local graph with features: ``x``, ``edge_index`` (local), ``node_idx`` (corpus
+        rows), ``edge_idx`` (corpus edges), ``passage_id``, ``title``, ``text``, ``dense_score``,
+        ``log_phi`` (the retriever's φ) and ``seed_index`` (local positions of the seeds)."""
+        node = sample.node
+        passages = [self.index.passages[i] for i in node.tolist()]
+        dense = self.last_scores[0, node.to(self.last_scores.device)].cpu()
+        return Data(
+            x=self.retriever.index.embeddings[node.to(self.retriever.index.device)].cpu(),
+            edge_index=torch.stack([sample.row, sample.col]).cpu(), num_nodes=node.numel(),
+            node_idx=node.cpu(), edge_idx=sample.edge.cpu(), passage_id=[p.id for p in passages],
+            title=[p.title for p in passages], text=[p.text for p in passages], dense_score=dense,
+            log_phi=self.retriever.log_phi[node.to(self.retriever.log_phi.device)].cpu(), seed_index=sample.metadata["seed_index"].cpu(),
+        )
+
+
+class ISORAGGraphStore:
+    """``RAGGraphStore`` over an index: ISO-RAG's local candidate graph around a dense pool (the
+    pool plus the ``hops``-hop neighbourhood of the seeds, at most ``max_expansion`` new nodes a
+    hop, and every corpus edge among them)."""
+
+    def __init__(self, retriever: ISORetriever):
+        self.retriever = retriever
+        self._edge_index = retriever.index.edge_index
+        self.feature_store: ISORAGFeatureStore | None = None
+        self._config: dict[str, Any] = {}
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._config
+
+    @config.setter
+    def config(self, config: dict[str, Any] | None) -> None:
+        if config is not None:
+            self._config = dict(config)
+
+    @property
+    def edge_index(self) -> Tensor:
+        """The corpus graph's edges (both directions)."""
+        return self._edge_index
+
+    @edge_index.setter
+    def edge_index(self, edge_index: Tensor) -> None:
+        if not torch.equal(edge_index, self._edge_index):
+            raise ValueError("the corpus graph of an ISO-RAG graph store is the index's own")
+        self._edge_index = edge_index
+
+    def register_feature_store(self, feature_store: ISORAGFeatureStore) -> None:
+        self.feature_store = feature_store
+
+    def sample_subgraph(self, seed_nodes: Tensor, seed_edges: Tensor | None = None, **kwargs: Any) -> SamplerOutput:
+        """The local graph around ``seed_nodes`` (the feature store's pool for the last query)."""
+        if self.feature_store is None or self.feature_store.last_scores is None:
+            raise RuntimeError("register an ISORAGFeatureStore and retrieve seed nodes first")
+        r = self.retriever
+        _, pool, m = r.sizes(self.feature_store.config["k"])
+        local = build_local_graphs(self.feature_store.last_scores, r.index, m, pool, r.hops, r.max_expansion)
+        if not torch.equal(local.node[local.seed_pos[0]].cpu(), seed_nodes[:m].cpu()):
+            raise ValueError("seed_nodes are not the feature store's pool for its last query")
+        # local edges come as (upward edges, their reverses), both halves over the same slots
+        slot = local.edge_slot[: local.edge_slot.numel() // 2]
+        edge = torch.cat([r.index.up_edge_id[slot], r.index.up_reverse_id[slot]])
+        return SamplerOutput(node=local.node, row=local.edge_index[0], col=local.edge_index[1], edge=edge,
+                             metadata={"seed_index": local.seed_pos[0]})
+
+
+class ISOSubgraphFilter:
+    """``subgraph_filter`` for the loader: the isoperimetric filter on the local graph, then
+    personalized PageRank teleporting to the seeds (``softmax(tau * dense)``); adds ``ppr``,
+    ``score`` (``lambda_graph * minmax(ppr) + lambda_dense * minmax(dense)``) and
+    ``num_removed_edges`` to the data."""
+
+    def __init__(self, retriever: ISORetriever):
+        self.retriever = retriever
+        self.transform = IsoperimetricFilter(beta=retriever.beta, phi="phi")
+
+    def __call__(self, data: Data, query: Any = None) -> Data:
+        r = self.retriever
+        data = self.transform(data)  # data.log_phi is the retriever's φ, ablation included
+        teleport = torch.zeros(data.num_nodes)
+        teleport[data.seed_index] = teleport_weights(data.dense_score[data.seed_index].unsqueeze(0), r.tau)[0]
+        pi = personalized_pagerank(data.edge_index, teleport, r.alpha, tol=r.tol, max_iter=r.max_iter).pi.squeeze(1)
+        segment = torch.zeros(data.num_nodes, dtype=torch.long)
+        scaled = segment_minmax(torch.stack([pi, data.dense_score], 1), segment, torch.tensor([0, data.num_nodes]))
+        data.ppr = pi
+        data.score = r.lambda_graph * scaled[:, 0] + r.lambda_dense * scaled[:, 1]
+        return data
+
+
+def rag_components(index: ISORAGIndex, k: int = 5, **knobs: Any) -> tuple[ISORAGFeatureStore, ISORAGGraphStore, ISOSubgraphFilter]:
+    """Feature store, graph store and subgraph filter for ``RAGQueryLoader``, all with the same
+    ISO-RAG knobs (the index's stored ones, then ``knobs``); retrieval runs on the CPU."""
+    retriever = index.retriever("iso", device="cpu", **knobs)
+    return ISORAGFeatureStore(index, retriever, k), ISORAGGraphStore(retriever), ISOSubgraphFilter(retriever)

@@ -1,0 +1,144 @@
+"""An index directory on disk: a JSON manifest with a checksum of every file, written atomically.
+
+Nothing here unpickles: tensors are safetensors, passages JSON lines, the manifest JSON, so
+opening an index from an untrusted source never executes code. The checksums detect corrupt,
+truncated or edited files; they do not authenticate who wrote them.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+#: The on-disk layout this version writes and the newest it reads.
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+class IndexFormatError(ValueError):
+    """An index directory is missing, corrupt, tampered with or of a newer format; the message
+    names the file."""
+
+    def __init__(self, path: str | Path, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _manifest_digest(manifest: dict[str, Any]) -> str:
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories (Linux ``renameat2(RENAME_EXCHANGE)``); ``False`` where
+    the system has no such call."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: the file system or kernel cannot
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def is_index_dir(path: Path) -> bool:
+    return (path / MANIFEST).is_file()
+
+
+def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, Any]]) -> Path:
+    """Write an index to ``target`` atomically.
+
+    ``write_files(tmp_dir)`` writes the data files into a fresh sibling directory and returns the
+    manifest (without ``files``); the checksum of every file and of the manifest are added, all
+    is fsynced, and only then does the new directory take ``target``'s place (an atomic swap
+    where the system allows it). A crash before that leaves the previous index as it was.
+    ``target`` may be missing, an empty directory or an earlier index; anything else is refused.
+    """
+    target = Path(target)
+    if target.exists() and not (target.is_dir() and (is_index_dir(target) or not any(target.iterdir()))):
+        raise FileExistsError(f"{target}: exists and is not an isorag index (refusing to replace it)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        manifest = write_files(tmp)
+        files = {}
+        for path in sorted(p for p in tmp.iterdir() if p.name != MANIFEST):
+            _fsync(path)
+            files[path.name] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+        manifest = {**manifest, "files": files}
+        manifest["manifest_sha256"] = _manifest_digest(manifest)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        _fsync(tmp / MANIFEST)
+        _fsync(tmp)
+        if not target.exists():
+            os.rename(tmp, target)
+        elif _exchange(tmp, target):
+            shutil.rmtree(tmp)  # tmp now holds the previous index
+        else:
+            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+            os.rename(target, old)
+            os.rename(tmp, target)
+            shutil.rmtree(old)
+        _fsync(target.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def read_manifest(directory: str | Path, verify: bool = True) -> dict[str, Any]:
+    """The manifest of an index directory, after checking its format version, its own checksum
+    and, unless ``verify`` is ``False``, the size and SHA-256 of every file it lists (sizes are
+    always checked)."""
+    directory = Path(directory)
+    path = directory / MANIFEST
+    if not directory.is_dir():
+        raise IndexFormatError(directory, "no such index directory")
+    if not path.is_file():
+        raise IndexFormatError(path, "missing: not an isorag index directory")
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise IndexFormatError(path, f"not valid JSON ({err})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("format_version"), int):
+        raise IndexFormatError(path, "no format_version: not an isorag index manifest")
+    if manifest["format_version"] > FORMAT_VERSION:
+        raise IndexFormatError(path, f"index format {manifest['format_version']} is newer than this isorag_pyg reads "
+                                     f"({FORMAT_VERSION}); upgrade isorag_pyg")
+    if manifest.get("manifest_sha256") != _manifest_digest(manifest):
+        raise IndexFormatError(path, "checksum mismatch: the manifest was edited or corrupted")
+    for name, expected in manifest.get("files", {}).items():
+        file = directory / name
+        if not file.is_file():
+            raise IndexFormatError(file, "missing")
+        if file.stat().st_size != expected["bytes"]:
+            raise IndexFormatError(file, f"size {file.stat().st_size} bytes, the manifest says {expected['bytes']} (truncated or replaced)")
+        if verify and file_sha256(file) != expected["sha256"]:
+            raise IndexFormatError(file, "checksum mismatch (corrupted or tampered with)")
+    return manifest

@@ -1,0 +1,101 @@
+"""Hydra/omegaconf configs -> the plain arguments the library takes. The only module (with the
+other ``jobs`` modules) that reads a ``DictConfig``."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from isorag_pyg.datasets import QADataset, generate_synthetic_dataset, load_qa_dataset
+from isorag_pyg.datasets.download import download_hipporag_files
+from isorag_pyg.encoders import SentenceEncoder
+from isorag_pyg.training.config import FThetaConfig
+from isorag_pyg.utils.device import device_of
+from isorag_pyg.utils.isoperimetric import PhiSpec
+
+#: Keys of a ``conf/retriever`` file that are not the retriever's knobs.
+RETRIEVER_META = ("name", "kind", "device")
+
+
+def plain(node: Any) -> Any:
+    """A config node as plain Python containers (interpolations resolved)."""
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def dataset_splits(cfg: DictConfig) -> tuple[QADataset, QADataset | None]:
+    """(evaluation, training) datasets named by a ``conf/dataset`` config."""
+    if cfg.source == "synthetic":
+        params = plain(cfg.generator)
+        return generate_synthetic_dataset(split="dev", **params), generate_synthetic_dataset(split="train", **params)
+    if cfg.source != "files":
+        raise ValueError(f"dataset.source must be 'synthetic' or 'files', got {cfg.source!r}")
+    data_dir = Path(cfg.data_dir).expanduser()
+
+    def resolve(relative: str | None) -> Path | None:
+        return None if relative is None else data_dir / relative
+
+    eval_questions, eval_corpus = resolve(cfg.eval_questions), resolve(cfg.get("eval_corpus"))
+    if cfg.get("download", False):
+        eval_questions, eval_corpus = download_hipporag_files(cfg.hub_name, data_dir / "hipporag")
+    elif not eval_questions.is_file():
+        raise FileNotFoundError(
+            f"{eval_questions} not found: set dataset.data_dir (or $ISORAG_DATA_DIR) to the folder holding "
+            f"{cfg.eval_questions}, or pass dataset.download=true to fetch the HippoRAG files from the hub"
+        )
+    eval_ds = load_qa_dataset(eval_questions, eval_corpus, name=cfg.name)
+    train_ds = None
+    if cfg.get("train_questions"):
+        train_ds = load_qa_dataset(resolve(cfg.train_questions), resolve(cfg.get("train_corpus")), name=f"{cfg.name}-train")
+    return eval_ds, train_ds
+
+
+def split_datasets(cfg: DictConfig) -> tuple[QADataset, QADataset | None]:
+    """The questions to evaluate and the training questions beside them. ``split: train``
+    evaluates the training questions over their own corpus (tuning without the dev questions);
+    there are then no other training questions."""
+    eval_ds, train_ds = dataset_splits(cfg.dataset)
+    split = cfg.get("split", "dev")
+    if split == "train":
+        if train_ds is None:
+            raise ValueError(f"dataset {cfg.dataset.name} has no training questions for split=train")
+        return train_ds, None
+    if split != "dev":
+        raise ValueError(f"split must be 'dev' or 'train', got {split!r}")
+    return eval_ds, train_ds
+
+
+def encoder(cfg: DictConfig) -> SentenceEncoder:
+    return SentenceEncoder(cfg.model, batch_size=cfg.batch_size, device=str(device_of(cfg.get("device"))),
+                           cache_dir=cfg.get("cache_dir", "default"), show_progress=cfg.get("show_progress", True))
+
+
+def graph_spec(cfg: DictConfig) -> dict[str, dict[str, Any]]:
+    return {name: dict(kwargs or {}) for name, kwargs in plain(cfg.graph.builders).items()}
+
+
+def phi_spec(cfg: DictConfig) -> PhiSpec:
+    return PhiSpec(**plain(cfg.phi))
+
+
+def f_theta_config(cfg: DictConfig) -> FThetaConfig:
+    trainer = {k: v for k, v in plain(cfg.trainer).items() if k != "_target_"}
+    return FThetaConfig(model=plain(cfg.model), data=plain(cfg.data), trainer=trainer, seed=int(cfg.seed))
+
+
+def lightning_logger(cfg: DictConfig) -> Any:
+    """The configured Lightning logger (wandb stays offline unless told otherwise), or ``False``."""
+    if cfg.get("logger") is None:
+        return False
+    if "wandb" in str(cfg.logger.get("_target_", "")).lower():
+        os.environ.setdefault("WANDB_MODE", "offline" if cfg.logger.get("offline", True) else "online")
+        os.environ.setdefault("WANDB_SILENT", "true")
+    return instantiate(cfg.logger)
+
+
+def retriever_knobs(rcfg: DictConfig) -> tuple[str, str, dict[str, Any]]:
+    """(label, retriever name for :meth:`ISORAGIndex.retriever`, knobs) of a ``conf/retriever`` file."""
+    knobs = {k: v for k, v in plain(rcfg).items() if k not in RETRIEVER_META}
+    return rcfg.name, rcfg.kind, knobs

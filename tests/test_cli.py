@@ -1,0 +1,92 @@
+"""The `isorag` console script, run as a user runs it: index a folder, query it, inspect it; errors."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCS = {
+    "velmora.md": "# Velmora\n\nVelmora is a film directed by Dara Quen.\n\nIt premiered in 1984.",
+    "people/dara.md": "# Dara Quen\n\nDara Quen was born in Kostrov. She studied at Brill University.",
+    "places/Kostrov.txt": "Kostrov is a city in Aldania, known for its silver market.",
+    "places/aldania.md": "# Aldania\n\nAldania is a country. Its flag is green.",
+    "notes.pdf": "ignored",
+}
+
+
+def isorag(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "ISORAG_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "isorag_pyg.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cli")
+    for name, text in DOCS.items():
+        (root / "docs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "docs" / name).write_text(text)
+    done = isorag("index", str(root / "docs"), str(root / "index"), "--epochs", "2", "--quiet")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "4 passages" in done.stdout and "[INFO]" not in done.stdout and "Traceback" not in done.stderr
+    return root / "index"
+
+
+def test_query_prints_ranked_passages_and_json(built):
+    done = isorag("query", str(built), "Where was the director of Velmora born?", "Which country is Kostrov in?", "-k", "3", "--json", "--timings")
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["question"] for line in lines] == ["Where was the director of Velmora born?", "Which country is Kostrov in?"]
+    for line in lines:
+        assert len(line["results"]) == 3 and set(line["results"][0]) == {"id", "title", "text", "score"}
+        scores = [r["score"] for r in line["results"]]
+        assert scores == sorted(scores, reverse=True)
+    assert {"velmora.md#0", "people/dara.md#0"} & {r["id"] for r in lines[0]["results"][:2]}
+    timings = json.loads(done.stderr.strip().splitlines()[-1])
+    assert {"imports_s", "load_s", "model_s", "retrieval_s", "total_s"} <= set(timings)
+    plain = isorag("query", str(built), "Aldania flag", "-k", "1", "--retriever", "bm25")
+    assert plain.returncode == 0 and plain.stdout.startswith("Q: Aldania flag") and "Aldania" in plain.stdout
+
+
+def test_info_shows_manifest_and_statistics(built):
+    done = isorag("info", str(built))
+    assert done.returncode == 0, done.stderr[-2000:]
+    info = json.loads(done.stdout)
+    assert info["counts"]["passages"] == 4 and info["graph"]["statistics"]["edges"] >= 3
+    assert info["f_theta"]["config"]["trainer"]["max_epochs"] == 2 and info["phi"]["p"] == 1.0
+
+
+def test_errors_are_one_line_and_a_non_zero_exit(built, tmp_path):
+    (tmp_path / "empty").mkdir()
+    corrupt = Path(shutil.copytree(built, tmp_path / "corrupt"))
+    (corrupt / "tensors.safetensors").write_bytes((corrupt / "tensors.safetensors").read_bytes()[:-5])
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "mine.txt").write_text("keep me")
+    cases = [
+        (("index", str(tmp_path / "nowhere"), str(tmp_path / "out")), "no such file or folder"),
+        (("index", str(tmp_path / "empty"), str(tmp_path / "out")), "no passages found"),
+        (("index", str(built.parent / "docs"), str(tmp_path / "plain"), "--p", "0"), "not an isorag index"),
+        (("index", str(built.parent / "docs"), str(tmp_path / "out"), "--graph", "nope", "--p", "0"), "unknown graph builder"),
+        (("query", str(tmp_path / "missing"), "q"), "no such index directory"),
+        (("query", str(corrupt), "q"), "truncated"),
+        (("query", str(built), "q", "-k", "0"), "k must be"),
+        (("query", str(built), "q", "--retriever", "nope"), "unknown retriever"),
+        (("info", str(tmp_path / "plain")), "not an isorag index"),
+    ]
+    for args, message in cases:
+        done = isorag(*args)
+        assert done.returncode != 0, args
+        assert message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr[-1500:])
+        assert done.stderr.strip().splitlines()[-1].startswith(f"isorag {args[0]}: error:"), done.stderr
+    assert (tmp_path / "plain" / "mine.txt").read_text() == "keep me"
+
+
+def test_console_script_is_installed():
+    script = shutil.which("isorag", path=str(Path(sys.executable).parent))
+    assert script is not None
+    done = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "index" in done.stdout and "query" in done.stdout

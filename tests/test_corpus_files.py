@@ -1,0 +1,112 @@
+"""Own corpora: passage files, dataset files and folders of documents; chunking; bad files."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from isorag_pyg import ISORAGIndex
+from isorag_pyg.datasets import DatasetFormatError
+from isorag_pyg.datasets.corpus_files import (
+    load_corpus,
+    split_passages,
+    split_title,
+    tokenizer_counter,
+)
+from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, resolve_model
+
+
+def test_paragraphs_are_packed_up_to_the_budget():
+    assert split_passages("a b c\n\nd e\n\n\nf g h i", max_tokens=5) == ["a b c d e", "f g h i"]
+    assert split_passages("a b c\n\nd e f", max_tokens=6) == ["a b c d e f"]
+    assert split_passages("a b c\n\nd e f", max_tokens=5) == ["a b c", "d e f"]  # never over the budget
+    assert split_passages("  \n\n \n", max_tokens=5) == []
+
+
+def test_long_paragraphs_split_at_sentences_then_words():
+    paragraph = "One two three. Four five six seven. Eight nine."
+    assert split_passages(paragraph, max_tokens=4) == ["One two three.", "Four five six seven.", "Eight nine."]
+    assert split_passages("w1 w2 w3 w4 w5 w6 w7", max_tokens=3) == ["w1 w2 w3", "w4 w5 w6", "w7"]
+    count = tokenizer_counter(resolve_model(DEFAULT_ENCODER))
+    text = "\n\n".join(f"Paragraph {i} talks about the Eiffel Tower and Gustave Eiffel's engineering." for i in range(40))
+    chunks = split_passages(text, 64, count)
+    assert len(chunks) > 1 and all(count(c) <= 64 for c in chunks)
+    assert " ".join(chunks) == " ".join(text.split())  # nothing lost, order kept
+
+
+def test_title_is_the_first_heading_else_the_file_name():
+    assert split_title("\n# Paris #\n\nThe capital.", "x")[0] == "Paris"
+    assert split_title("## Sub heading\ntext", "x")[0] == "Sub heading"
+    assert split_title("No heading here.\n# Later", "notes") == ("notes", "No heading here.\n# Later")
+
+
+def test_folder_of_documents(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "paris.md").write_text("# Paris\n\nParis is the capital of France.\n\nIt lies on the Seine.")
+    (tmp_path / "sub" / "seine.txt").write_text("The Seine flows through Paris.")
+    (tmp_path / "sub" / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    (tmp_path / "latin1.md").write_bytes("caf\xe9".encode("latin-1"))
+    (tmp_path / "empty.md").write_text("  \n\n")
+    (tmp_path / "image.png").write_bytes(b"\x89PNG")
+    (tmp_path / ".hidden.md").write_text("# Hidden\n\nnot read")
+    passages, report = load_corpus(tmp_path, max_tokens=50)
+    assert [(p.id, p.title, p.text) for p in passages] == [
+        ("paris.md#0", "Paris", "Paris is the capital of France. It lies on the Seine."),
+        ("sub/seine.txt#0", "seine", "The Seine flows through Paris."),
+    ]
+    assert report.skipped_binary == ["sub/blob.txt"] and report.skipped_undecodable == ["latin1.md"]
+    assert report.skipped_empty == ["empty.md"] and report.ignored_other_files == 1 and report.documents == 2
+    assert "1 binary" in report.summary() and "1 not UTF-8" in report.summary() and "1 empty" in report.summary()
+    one_per_paragraph, _ = load_corpus(tmp_path, max_tokens=7)
+    assert [p.id for p in one_per_paragraph] == ["paris.md#0", "paris.md#1", "sub/seine.txt#0"]
+
+
+def test_passage_files_in_every_format(tmp_path):
+    records = [{"title": "A", "text": "alpha text"}, {"title": "B", "text": "beta text", "id": "b"}]
+    (tmp_path / "c.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    (tmp_path / "c.json").write_text(json.dumps([{**r, "id": str(i)} for i, r in enumerate(records)]))
+    (tmp_path / "c.csv").write_text("id,title,text\nx,A,\"alpha, with a comma\"\ny,B,beta\n")
+    (tmp_path / "dict.json").write_text(json.dumps({"A": ["alpha", "sentences."], "B": "beta"}))
+    assert [p.text for p in load_corpus(tmp_path / "c.jsonl")[0]] == ["alpha text", "beta text"]
+    assert [p.id for p in load_corpus(tmp_path / "c.json")[0]] == ["0", "1"]
+    assert [(p.id, p.text) for p in load_corpus(tmp_path / "c.csv")[0]] == [("x", "alpha, with a comma"), ("y", "beta")]
+    assert [p.text for p in load_corpus(tmp_path / "dict.json")[0]] == ["alpha sentences.", "beta"]
+    musique = [{"id": "q1", "question": "Q?", "answer": "a", "paragraphs": [
+        {"idx": 0, "title": "T1", "paragraph_text": "first", "is_supporting": True},
+        {"idx": 1, "title": "T2", "paragraph_text": "second", "is_supporting": False}]}]
+    (tmp_path / "musique.json").write_text(json.dumps(musique))
+    assert [p.title for p in load_corpus(tmp_path / "musique.json")[0]] == ["T1", "T2"]
+
+
+def test_bad_passage_files_are_clear_errors(tmp_path):
+    cases = {
+        "empty_text.jsonl": ('{"title": "A", "text": "ok"}\n{"title": "B", "text": "  "}', "record 1: field 'text': empty passage text"),
+        "dup.jsonl": ('{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}', "duplicate passage id"),
+        "no_text.csv": ("title,body\nA,x\n", "needs a 'text' column"),
+        "empty.csv": ("title,text\n", "no rows"),
+        "broken.json": ("[{\"title\": ", "invalid JSON"),
+        "empty.jsonl": ("", "file is empty"),
+        "titles_only.json": (json.dumps([{"id": "1", "question": "Q?", "answer": "a", "supporting_facts": ["A"]}]), "gold titles only"),
+    }
+    for name, (content, match) in cases.items():
+        (tmp_path / name).write_text(content)
+        with pytest.raises(DatasetFormatError, match=match):
+            load_corpus(tmp_path / name)
+    (tmp_path / "latin1.csv").write_bytes("title,text\nA,caf\xe9\n".encode("latin-1"))
+    with pytest.raises(DatasetFormatError, match="not UTF-8"):
+        load_corpus(tmp_path / "latin1.csv")
+    (tmp_path / "only_binary").mkdir()
+    (tmp_path / "only_binary" / "x.txt").write_bytes(b"\x00\x00")
+    with pytest.raises(DatasetFormatError, match="no passages found.*1 binary"):
+        load_corpus(tmp_path / "only_binary")
+    with pytest.raises(FileNotFoundError):
+        load_corpus(tmp_path / "missing")
+
+
+def test_read_corpus_counts_tokens_with_the_encoders_tokenizer(tmp_path):
+    (tmp_path / "long.md").write_text("# Long\n\n" + " ".join(f"word{i}" for i in range(300)))
+    passages = ISORAGIndex.read_corpus(tmp_path, max_tokens=100)
+    count = tokenizer_counter(resolve_model(DEFAULT_ENCODER))
+    assert len(passages) > 3 and all(count(p.text) <= 100 for p in passages)  # "word12" is 2 word pieces
+    by_words = ISORAGIndex.read_corpus(tmp_path, max_tokens=100, encoder=None)
+    assert len(by_words) == 3
