@@ -3,6 +3,7 @@
     isorag index CORPUS OUT_DIR [--graph title_mention] [--epochs 30] [--p 1.0] ...
     isorag query INDEX_DIR "question" ["another question" ...] [-k 5] [--retriever iso] [--json]
     isorag info INDEX_DIR
+    isorag add INDEX_DIR CORPUS [--refit]        isorag remove INDEX_DIR ID [ID ...]
 
 Errors (a bad path, an empty corpus, a missing or corrupt index) are one line on stderr and a
 non-zero exit status; ``ISORAG_DEBUG=1`` shows the traceback instead.
@@ -45,6 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
     query.add_argument("--timings", action="store_true", help="print seconds spent on imports, loading, model and retrieval to stderr (JSON)")
 
+    add = commands.add_parser("add", help="add the passages of a corpus to an index (saved atomically)")
+    add.add_argument("index_dir")
+    add.add_argument("corpus", help="passages to add, in any format `isorag index` reads")
+    add.add_argument("--refit", action="store_true", help="train f_θ again on the updated graph (default: keep f_θ)")
+    add.add_argument("--epochs", type=int, default=30, help="f_θ training epochs with --refit (default: 30)")
+    add.add_argument("--max-tokens", type=int, default=None, help="tokens per passage when splitting documents (default: 200)")
+
+    remove = commands.add_parser("remove", help="remove passages from an index by id (saved atomically)")
+    remove.add_argument("index_dir")
+    remove.add_argument("ids", nargs="+", help="passage ids")
+
     info = commands.add_parser("info", help="show an index's manifest and graph statistics")
     info.add_argument("index_dir")
     info.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
@@ -54,17 +66,13 @@ def _parser() -> argparse.ArgumentParser:
 def _index(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
     from isorag_pyg.index import ISORAGIndex
-    from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig
     from isorag_pyg.utils.isoperimetric import PhiSpec
 
     encoder = args.encoder or DEFAULT_ENCODER
     read_kwargs = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}
     passages = ISORAGIndex.read_corpus(args.corpus, encoder=encoder, **read_kwargs)
     phi = PhiSpec(**{k: v for k, v in (("p", args.p), ("shell_floor", args.shell_floor)) if v is not None})
-    if args.epochs < 1:
-        raise ValueError(f"--epochs must be >= 1, got {args.epochs}")
-    trainer = {**DEFAULT_TRAINER, "max_epochs": args.epochs, "enable_progress_bar": not args.quiet, "enable_model_summary": False}
-    f_theta = FThetaConfig(trainer=trainer, seed=args.seed) if phi.needs_coordinates else None
+    f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = {name: {} for name in args.graph.split("+") if name}
     index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet)
     index.save(args.out_dir)
@@ -99,6 +107,34 @@ def _query(args: argparse.Namespace) -> list[str]:
     return lines
 
 
+def _f_theta_config(epochs: int, seed: int, quiet: bool):
+    from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig
+
+    if epochs < 1:
+        raise ValueError(f"--epochs must be >= 1, got {epochs}")
+    return FThetaConfig(trainer={**DEFAULT_TRAINER, "max_epochs": epochs, "enable_progress_bar": not quiet, "enable_model_summary": False}, seed=seed)
+
+
+def _add(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.index import ISORAGIndex
+
+    index = ISORAGIndex.load(args.index_dir)
+    read_kwargs = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}
+    passages = ISORAGIndex.read_corpus(args.corpus, encoder=index.encoder_spec["name"], **read_kwargs)
+    report = index.add(passages, refit=_f_theta_config(args.epochs, 42, quiet=True) if args.refit else None)
+    index.save(args.index_dir)
+    return [f"{args.index_dir}: {report.summary()}; {len(index)} passages"]
+
+
+def _remove(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.index import ISORAGIndex
+
+    index = ISORAGIndex.load(args.index_dir)
+    report = index.remove(args.ids)
+    index.save(args.index_dir)
+    return [f"{args.index_dir}: {report.summary()}; {len(index)} passages"]
+
+
 def _info(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.index import ISORAGIndex
 
@@ -113,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # libraries print notices to stdout (e.g. transformers under WANDB_MODE=offline): send
         # them to stderr, so stdout carries only the answer (and --json stays parseable)
         with contextlib.redirect_stdout(sys.stderr):
-            lines = {"index": _index, "query": _query, "info": _info}[args.command](args)
+            lines = {"index": _index, "query": _query, "info": _info, "add": _add, "remove": _remove}[args.command](args)
         out.write("".join(f"{line}\n" for line in lines))
     except KeyboardInterrupt:
         print("isorag: interrupted", file=sys.stderr)

@@ -85,6 +85,23 @@ def test_errors_are_one_line_and_a_non_zero_exit(built, tmp_path):
     assert (tmp_path / "plain" / "mine.txt").read_text() == "keep me"
 
 
+def test_add_and_remove_update_the_saved_index(built, tmp_path):
+    index_dir = Path(shutil.copytree(built, tmp_path / "index"))
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "brill.md").write_text("# Brill University\n\nBrill University lies in Kostrov, Aldania.")
+    done = isorag("add", str(index_dir), str(tmp_path / "more"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1 passages added" in done.stdout and "5 passages" in done.stdout
+    hits = json.loads(isorag("query", str(index_dir), "Which university did Dara Quen attend?", "-k", "2", "--json").stdout)
+    assert "brill.md#0" in {r["id"] for r in hits["results"]}
+    done = isorag("remove", str(index_dir), "brill.md#0", "notes.pdf")
+    assert done.returncode == 1 and "no passage with id 'notes.pdf'" in done.stderr  # nothing removed, nothing saved
+    done = isorag("remove", str(index_dir), "brill.md#0")
+    assert done.returncode == 0 and "1 removed" in done.stdout and "4 passages" in done.stdout
+    info = json.loads(isorag("info", str(index_dir)).stdout)
+    assert info["counts"]["passages"] == 4
+
+
 def test_console_script_is_installed():
     script = shutil.which("isorag", path=str(Path(sys.executable).parent))
     assert script is not None

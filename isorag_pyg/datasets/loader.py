@@ -18,8 +18,9 @@ def sibling_corpus_path(questions_path: Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def build_corpus(raw: list[RawPassage], source: str | Path, report: MatchReport) -> list[Passage]:
-    """De-duplicate by (title, text), keep given ids when every record has one."""
+def build_corpus(raw: list[RawPassage], source: str | Path, report: MatchReport, id_offset: int = 0) -> list[Passage]:
+    """De-duplicate by (title, text), keep given ids when every record has one (else number the
+    passages from ``id_offset``)."""
     use_given_ids = all(p.id is not None for p in raw)
     seen_keys: set[tuple[str, str]] = set()
     seen_ids: dict[str, int] = {}
@@ -30,7 +31,7 @@ def build_corpus(raw: list[RawPassage], source: str | Path, report: MatchReport)
             report.duplicate_passages += 1
             continue
         seen_keys.add(key)
-        pid = p.id if use_given_ids else str(len(corpus))
+        pid = p.id if use_given_ids else str(id_offset + len(corpus))
         if pid in seen_ids:
             raise DatasetFormatError(source, f"duplicate passage id {pid!r} (first at record {seen_ids[pid]})", record=i, field="id")
         seen_ids[pid] = i

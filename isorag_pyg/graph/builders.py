@@ -97,8 +97,9 @@ def title_mention(
     return _as_edge_index(sorted(pairs))
 
 
-def knn(x: torch.Tensor, k: int = 5, chunk_size: int = 4096) -> torch.Tensor:
-    """Edge ``u -> v`` for the ``k`` nearest cosine neighbours ``v`` of every ``u``.
+def knn(x: torch.Tensor, k: int = 5, chunk_size: int = 4096, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Edge ``u -> v`` for the ``k`` nearest cosine neighbours ``v`` of every ``u`` (or of every
+    ``u`` in ``rows``: an index update recomputes only the rows whose neighbours may change).
 
     Rows are processed ``chunk_size`` at a time, so memory is ``chunk_size x N``, never ``N x N``.
     """
@@ -108,8 +109,11 @@ def knn(x: torch.Tensor, k: int = 5, chunk_size: int = 4096) -> torch.Tensor:
         return _as_edge_index([])
     unit = torch.nn.functional.normalize(x.float(), dim=-1)
     sources, targets = [], []
-    for start in range(0, n, chunk_size):
-        rows = torch.arange(start, min(start + chunk_size, n), device=x.device)
+    wanted = torch.arange(n, device=x.device) if rows is None else rows.to(x.device)
+    if wanted.numel() == 0:
+        return _as_edge_index([])
+    for start in range(0, wanted.numel(), chunk_size):
+        rows = wanted[start : start + chunk_size]
         sims = unit[rows] @ unit.t()
         sims[torch.arange(rows.numel(), device=x.device), rows] = float("-inf")
         top = sims.topk(k, dim=1).indices

@@ -10,7 +10,7 @@ import inspect
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -58,6 +58,9 @@ from isorag_pyg.retrieval import (
     Retriever,
 )
 from isorag_pyg.training.config import FThetaConfig
+
+if TYPE_CHECKING:
+    from isorag_pyg.index.update import UpdateReport
 from isorag_pyg.utils.device import device_of
 from isorag_pyg.utils.isoperimetric import PhiSpec, log_phi_from_ball
 
@@ -93,9 +96,10 @@ def corpus_hash(passages: Iterable[Passage]) -> str:
     return digest.hexdigest()
 
 
-def as_passages(passages: Sequence[Passage | Mapping[str, Any]]) -> list[Passage]:
+def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int = 0) -> list[Passage]:
     """Passages from ``Passage`` objects or dicts with ``text`` (and ``title``, ``id``): empty texts
-    and conflicting ids are errors, identical (title, text) pairs are merged (and logged)."""
+    and conflicting ids are errors, identical (title, text) pairs are merged (and logged); without
+    ids, passages are numbered from ``id_offset``."""
     if not passages:
         raise ValueError("cannot build an index over no passages")
     raw = []
@@ -111,7 +115,7 @@ def as_passages(passages: Sequence[Passage | Mapping[str, Any]]) -> list[Passage
         if not p.text:
             raise ValueError(f"passage {i} ({p.id or p.title!r}) has an empty text")
     report = MatchReport()
-    corpus = build_corpus(raw, "passages", report)
+    corpus = build_corpus(raw, "passages", report, id_offset)
     if report.duplicate_passages:
         log.warning("%d duplicate passages (same title and text) merged", report.duplicate_passages)
     return corpus
@@ -149,12 +153,14 @@ class ISORAGIndex:
         f_theta_info: dict[str, Any] | None = None,
         knobs: dict[str, dict[str, Any]] | None = None,
         created: str | None = None,
+        knn_edges: Tensor | None = None,
     ):
         self.passages, self.embeddings, self.graph = passages, embeddings, graph
         self.encoder_spec, self.phi, self.log_phi = encoder, phi, log_phi
         self.graph_spec, self.statistics, self.corpus_hash = graph_spec, statistics, corpus_hash
         self.z, self.f_theta, self.f_theta_info = z, f_theta, f_theta_info
         self.knobs: dict[str, dict[str, Any]] = knobs or {}
+        self.knn_edges = knn_edges  # the k-NN builder's directed lists, kept for updates
         self.created = created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         self._encoder: SentenceEncoder | None = None
         self._graph_index: dict[torch.device, GraphIndex] = {}
@@ -177,7 +183,7 @@ class ISORAGIndex:
         passages: Sequence[Passage | Mapping[str, Any]],
         encoder: str | SentenceEncoder = DEFAULT_ENCODER,
         graph: Mapping[str, Mapping[str, Any] | None] | None = None,
-        f_theta: FThetaConfig | None = FThetaConfig(),
+        f_theta: FThetaConfig | PoincareEncoder | None = FThetaConfig(),
         phi: PhiSpec = PhiSpec(),
         questions: QADataset | None = None,
         train_questions: QADataset | None = None,
@@ -194,7 +200,8 @@ class ISORAGIndex:
                 (default: the bundled all-MiniLM-L6-v2, offline; embeddings are cached).
             graph: builder name -> arguments (default: ``{"title_mention": {}}``; see
                 :func:`~isorag_pyg.graph.run_builders`).
-            f_theta: how f_θ is trained; ``None`` trains nothing (then ``phi.p`` must be 0).
+            f_theta: how f_θ is trained, or an f_θ already trained (used as it is); ``None``:
+                no f_θ (then ``phi.p`` must be 0).
             phi: the φ recipe (default: :class:`PhiSpec`'s).
             questions, train_questions: only for the co-occurrence graph builders.
             work_dir, logger, ckpt_path: f_θ checkpoints directory, Lightning logger, resume.
@@ -221,8 +228,11 @@ class ISORAGIndex:
             index = cls(
                 PassageStore(corpus), x, data, {"name": encoder.name, "fingerprint": encoder.fingerprint, "dim": int(x.size(1))}, phi,
                 torch.empty(0), spec, {**graph_statistics(data), "builders": list(data.builders)}, corpus_hash(corpus),
+                knn_edges=edges.get("knn"),
             )
-            if f_theta is not None:
+            if isinstance(f_theta, PoincareEncoder):
+                index.use_f_theta(f_theta)
+            elif f_theta is not None:
                 stages.set_postfix_str("training f_θ")
                 index.train_f_theta(f_theta, work_dir, logger, ckpt_path, update_phi=False)
                 stages.update()
@@ -251,6 +261,63 @@ class ISORAGIndex:
         if update_phi:
             self.set_phi(self.phi)
         return fit.metrics
+
+    def use_f_theta(self, encoder: PoincareEncoder) -> None:
+        """Use an f_θ trained elsewhere (e.g. another index's): coordinates from its forward pass."""
+        if encoder.in_dim != self.embeddings.size(1) or encoder.curvature != self.phi.curvature:
+            raise ValueError(f"f_θ takes {encoder.in_dim}-d embeddings in a ball of curvature {encoder.curvature}; this index has "
+                             f"{self.embeddings.size(1)}-d embeddings and φ curvature {self.phi.curvature}")
+        self.f_theta, self.z = encoder.eval(), encoder.eval().embed_all(self.embeddings.float())
+        self.f_theta_info = {"config": None, "metrics": None, "checkpoint": None,
+                             "architecture": {"in_dim": encoder.in_dim, "out_dim": encoder.out_dim, "hidden_dim": encoder.hidden_dim}}
+        self._phi_variants = {}
+
+    # ----------------------------------------------------------------------------- updates
+    def add(self, passages: Sequence[Passage | Mapping[str, Any]], refit: FThetaConfig | None = None) -> "UpdateReport":
+        """Append passages: embedded with the index's encoder (cached), linked by the graph
+        builders in both directions, placed in the ball by the stored f_θ (``refit`` trains f_θ
+        again on the new graph instead), with φ recomputed around them. Equals a rebuild over
+        the same passages with the same f_θ. A conflicting id is an error; a passage identical
+        to one in the index is skipped (counted)."""
+        from isorag_pyg.index.update import UpdateReport, apply_update, check_updatable, new_passages
+
+        check_updatable(self)
+        fresh, skipped = new_passages(self, passages)
+        report = UpdateReport(added=len(fresh), duplicates_skipped=skipped)
+        if fresh:
+            encoder = SentenceEncoder(self.encoder_spec["name"], show_progress=False)
+            self._check_encoder(encoder)
+            x = torch.cat([self.embeddings.float(), encoder.encode([p.content for p in fresh])])
+            apply_update(self, list(self.passages) + fresh, x, torch.arange(len(self)), report)
+        if refit is not None:
+            self.train_f_theta(refit)
+            report.phi_recomputed = len(self)
+        return report
+
+    def remove(self, ids: Iterable[str]) -> "UpdateReport":
+        """Remove passages by id; the graph, the ball coordinates of the rest and φ around the
+        removed passages are updated as a rebuild would. An unknown id is an error."""
+        from isorag_pyg.index.update import UpdateReport, apply_update, check_updatable, rows_of
+
+        check_updatable(self)
+        rows = rows_of(self, ids)
+        if rows.numel() == len(self):
+            raise ValueError("cannot remove every passage of an index")
+        keep = torch.ones(len(self), dtype=torch.bool)
+        keep[rows] = False
+        old_to_new = torch.full((len(self),), -1, dtype=torch.long)
+        old_to_new[keep] = torch.arange(int(keep.sum()))
+        report = UpdateReport(removed=rows.numel())
+        corpus = [p for p, k in zip(self.passages, keep.tolist()) if k]
+        apply_update(self, corpus, self.embeddings[keep].float(), old_to_new, report)
+        return report
+
+    def replace_contents(self, corpus: list[Passage], x: Tensor, graph: Data, z: Tensor | None, log_phi: Tensor,
+                         knn_edges: Tensor | None, statistics: dict[str, Any]) -> None:
+        """Swap in an updated corpus (see :mod:`isorag_pyg.index.update`); caches are dropped."""
+        self.passages, self.embeddings, self.graph, self.z, self.log_phi = PassageStore(corpus), x, graph, z, log_phi
+        self.knn_edges, self.statistics, self.corpus_hash = knn_edges, statistics, corpus_hash(corpus)
+        self._graph_index, self._phi_variants, self._bm25 = {}, {self.phi: log_phi}, None
 
     def set_phi(self, spec: PhiSpec) -> None:
         """Recompute and keep φ under ``spec`` (the φ that retrieval uses and :meth:`save` writes)."""
@@ -285,11 +352,14 @@ class ISORAGIndex:
         fingerprint recorded at build time)."""
         if self._encoder is None:
             encoder = SentenceEncoder(self.encoder_spec["name"], cache_dir=None, show_progress=False)
-            if encoder.fingerprint != self.encoder_spec["fingerprint"]:
-                raise ValueError(f"the encoder {self.encoder_spec['name']!r} differs from the one this index was built with "
-                                 "(fingerprint mismatch): rebuild the index, or set index.encoder to a matching SentenceEncoder")
+            self._check_encoder(encoder)
             self._encoder = encoder
         return self._encoder
+
+    def _check_encoder(self, encoder: SentenceEncoder) -> None:
+        if encoder.fingerprint != self.encoder_spec["fingerprint"]:
+            raise ValueError(f"the encoder {self.encoder_spec['name']!r} differs from the one this index was built with "
+                             "(fingerprint mismatch): rebuild the index, or set index.encoder to a matching SentenceEncoder")
 
     @encoder.setter
     def encoder(self, encoder: SentenceEncoder) -> None:
@@ -417,6 +487,8 @@ class ISORAGIndex:
             }
             if self.z is not None:
                 tensors["z"] = self.z.float().contiguous()
+            if self.knn_edges is not None:
+                tensors["knn_edges"] = self.knn_edges.long().contiguous()
             save_file(tensors, tmp / TENSORS)
             if self.f_theta is not None:
                 save_file({k: v.contiguous() for k, v in self.f_theta.state_dict().items()}, tmp / F_THETA)
@@ -465,7 +537,8 @@ class ISORAGIndex:
             if "z" not in tensors or tuple(tensors["z"].shape) != (n, arch["out_dim"]):
                 raise IndexFormatError(directory / TENSORS, f"'z' missing or not of shape {(n, arch['out_dim'])}")
         return cls(passages, tensors["embeddings"], graph, manifest["encoder"], phi, tensors["log_phi"], manifest["graph"]["builders"],
-                   statistics, manifest["corpus_hash"], tensors.get("z"), f_theta, info, manifest.get("knobs", {}), manifest.get("created"))
+                   statistics, manifest["corpus_hash"], tensors.get("z"), f_theta, info, manifest.get("knobs", {}), manifest.get("created"),
+                   tensors.get("knn_edges"))
 
     def info(self) -> dict[str, Any]:
         """The manifest's content: encoder, graph builders and statistics, f_θ, φ, knobs, counts."""

@@ -71,9 +71,10 @@ def clean_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
 
 
 def two_hop_shell_pairs(
-    edge_index: Tensor, num_nodes: int, path_budget: int = DEFAULT_PATH_BUDGET
+    edge_index: Tensor, num_nodes: int, path_budget: int = DEFAULT_PATH_BUDGET, sources: Tensor | None = None
 ) -> Iterator[tuple[Tensor, Tensor]]:
-    """Yield ``(u, w)`` chunks of distinct pairs with ``w`` at distance exactly 2 from ``u``.
+    """Yield ``(u, w)`` chunks of distinct pairs with ``w`` at distance exactly 2 from ``u``
+    (for every ``u``, or only those in ``sources``).
 
     ``edge_index`` must be clean (:func:`clean_edge_index`). Sources are processed in blocks
     whose 2-paths fit in ``path_budget``; cost is linear in the number of 2-paths.
@@ -82,6 +83,11 @@ def two_hop_shell_pairs(
     rowptr = rowptr_from_sorted_rows(row, num_nodes)
     deg = rowptr[1:] - rowptr[:-1]
     paths_per_node = scatter(deg[col], row, dim=0, dim_size=num_nodes, reduce="sum")
+    is_source = None
+    if sources is not None:
+        is_source = torch.zeros(num_nodes, dtype=torch.bool, device=row.device)
+        is_source[sources] = True
+        paths_per_node = paths_per_node * is_source
     ends = paths_per_node.cumsum(0)
     start = 0
     while start < num_nodes:
@@ -89,8 +95,11 @@ def two_hop_shell_pairs(
         stop = int(torch.searchsorted(ends, base + path_budget, right=True))
         stop = max(stop, start + 1)
         e0, e1 = int(rowptr[start]), int(rowptr[stop])
-        if e1 > e0:
-            yield _shell_block(row[e0:e1], col[e0:e1], rowptr, col, num_nodes)
+        src, mid = row[e0:e1], col[e0:e1]
+        if is_source is not None:  # whole rows are kept, so the 1-hop test below stays exact
+            src, mid = src[is_source[src]], mid[is_source[src]]
+        if src.numel():
+            yield _shell_block(src, mid, rowptr, col, num_nodes)
         start = stop
 
 
@@ -152,9 +161,10 @@ def log_isoperimetric_profile(
     shell_floor: float = PhiSpec.shell_floor,
     floor_unit: float = 1.0,
     path_budget: int = DEFAULT_PATH_BUDGET,
+    nodes: Tensor | None = None,
 ) -> Tensor:
-    r"""Return :math:`\log\varphi_u` for every node (``-inf`` where the 2-hop shell is empty
-    and there is no floor).
+    r"""Return :math:`\log\varphi_u` for every node, or for ``nodes`` only, in their order
+    (``-inf`` where the 2-hop shell is empty and there is no floor).
 
     Args:
         edge_index: ``[2, E]`` edges; self-loops and duplicates are ignored.
@@ -165,6 +175,8 @@ def log_isoperimetric_profile(
         floor_unit: the volume one unit of floor stands for; :func:`log_phi_from_ball` passes
             the origin volume :math:`2^p`. (default: ``1.0``, the volume of a node when ``p = 0``)
         path_budget: 2-paths expanded per block. (default: ``2**24``)
+        nodes: compute only these nodes' values (an index update recomputes φ only where
+            the graph changed around a node). (default: every node)
 
     Example:
         >>> import torch
@@ -184,20 +196,25 @@ def log_isoperimetric_profile(
     row, col = edge_index
     closed = torch.logaddexp(scatter_logsumexp(log_vol[col], row, n), log_vol)
     shell = torch.full_like(log_vol, float("-inf"))
-    for u, w in two_hop_shell_pairs(edge_index, n, path_budget):
+    for u, w in two_hop_shell_pairs(edge_index, n, path_budget, nodes):
         # blocks partition the sources, so each block's sums are final: memory stays O(path_budget)
         first = int(u[0]) if u.numel() else 0
         block = scatter_logsumexp(log_vol[w], u - first, int(u[-1]) - first + 1 if u.numel() else 0)
         shell[first : first + block.numel()] = block
+    if nodes is not None:
+        shell, closed = shell[nodes], closed[nodes]
     if shell_floor > 0:
         shell = torch.logaddexp(shell, torch.full_like(shell, math.log(shell_floor * floor_unit)))
     return shell - torch.logaddexp(closed, torch.full_like(closed, math.log(eps)))
 
 
-def log_phi_from_ball(edge_index: Tensor, z: Tensor | None, spec: PhiSpec = PhiSpec(), num_nodes: int | None = None) -> Tensor:
-    r""":math:`\log\varphi` of every node under ``spec``: volumes :math:`\lambda_c(z)^p` and
-    ``spec.shell_floor`` origin volumes (:math:`2^p` each) added to every shell. With
-    ``spec.p == 0`` the coordinates are not needed: pass ``z=None`` and ``num_nodes``.
+def log_phi_from_ball(
+    edge_index: Tensor, z: Tensor | None, spec: PhiSpec = PhiSpec(), num_nodes: int | None = None, nodes: Tensor | None = None
+) -> Tensor:
+    r""":math:`\log\varphi` of every node (or of ``nodes`` only) under ``spec``: volumes
+    :math:`\lambda_c(z)^p` and ``spec.shell_floor`` origin volumes (:math:`2^p` each) added to
+    every shell. With ``spec.p == 0`` the coordinates are not needed: pass ``z=None`` and
+    ``num_nodes``.
 
     Example:
         >>> ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
@@ -214,7 +231,7 @@ def log_phi_from_ball(edge_index: Tensor, z: Tensor | None, spec: PhiSpec = PhiS
         if num_nodes is not None and z.size(0) != num_nodes:
             raise ValueError(f"ball coordinates have {z.size(0)} rows for {num_nodes} nodes")
         log_vol = log_volume(z, spec.p, spec.curvature)
-    return log_isoperimetric_profile(edge_index, log_vol, spec.eps, spec.shell_floor, origin_volume(spec.p))
+    return log_isoperimetric_profile(edge_index, log_vol, spec.eps, spec.shell_floor, origin_volume(spec.p), nodes=nodes)
 
 
 #: φ ablations: the real values, all equal (nothing pruned), real values permuted over the

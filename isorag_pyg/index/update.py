@@ -1,0 +1,148 @@
+"""Incremental index updates: add and remove passages without rebuilding.
+
+The result equals a full rebuild over the same passages with the same f_θ (tested): the text
+builders (title mentions both ways, ...) run again over the corpus, which is one linear pass;
+k-NN lists are recomputed only for rows whose neighbours can change; new passages get ball
+coordinates from the stored f_θ; and φ is recomputed only for the nodes whose closed
+neighbourhood or 2-hop shell can have changed — the endpoints of added or removed edges, the new
+nodes, and their neighbours.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from isorag_pyg.datasets.types import Passage
+from isorag_pyg.graph import build_corpus_graph, graph_statistics, run_builders
+from isorag_pyg.graph.builders import knn
+from isorag_pyg.utils.isoperimetric import log_phi_from_ball
+
+if TYPE_CHECKING:
+    from isorag_pyg.index.index import ISORAGIndex
+
+log = logging.getLogger(__name__)
+
+#: Graph builders that need the questions, which an index does not keep.
+QUESTION_BUILDERS = ("context_cooccurrence", "train_cooccurrence")
+
+
+@dataclass
+class UpdateReport:
+    """What an update changed."""
+
+    added: int = 0
+    removed: int = 0
+    duplicates_skipped: int = 0
+    edges_added: int = 0
+    edges_removed: int = 0
+    phi_recomputed: int = 0
+
+    def summary(self) -> str:
+        return (f"{self.added} passages added, {self.removed} removed, {self.duplicates_skipped} duplicates skipped; "
+                f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} passages")
+
+
+def check_updatable(index: "ISORAGIndex") -> None:
+    if used := [name for name in index.graph_spec if name in QUESTION_BUILDERS]:
+        raise ValueError(f"this index's graph uses {', '.join(used)}, built from questions the index does not keep: rebuild it instead")
+
+
+def new_passages(index: "ISORAGIndex", passages: Sequence[Passage | Mapping[str, Any]]) -> tuple[list[Passage], int]:
+    """The passages to append: validated, numbered after the existing ones when they carry no
+    ids; a conflicting id is an error, a passage identical to an existing one is skipped."""
+    from isorag_pyg.index.index import as_passages
+
+    corpus = as_passages(passages, id_offset=len(index))
+    existing = {(p.title, p.text) for p in index.passages}
+    fresh = [p for p in corpus if (p.title, p.text) not in existing]
+    for p in fresh:
+        if index.passages.row_of(p.id) is not None:
+            raise ValueError(f"passage id {p.id!r} is already in the index (give new passages ids of their own)")
+    return fresh, len(corpus) - len(fresh)
+
+
+def apply_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_new: Tensor, report: UpdateReport) -> None:
+    """Make ``index`` hold ``corpus`` (kept passages in their old order, then the new ones) with
+    embeddings ``x``; ``old_to_new`` maps every old row to its new row or -1 (removed)."""
+    n = len(corpus)
+    kept_old = old_to_new >= 0
+    added_rows = torch.arange(int(kept_old.sum()), n)
+    edges = run_builders({k: v for k, v in index.graph_spec.items() if k != "knn"}, corpus, x)
+    knn_edges = None
+    if "knn" in index.graph_spec:
+        knn_edges = updated_knn(index.knn_edges, old_to_new, x, added_rows, index.graph_spec["knn"])
+        edges["knn"] = knn_edges
+    edges = {name: edges[name] for name in index.graph_spec}  # the builders' order, as in a rebuild
+    data = build_corpus_graph(corpus, x, edges)
+
+    old_edges = old_to_new[index.graph.edge_index]
+    old_edges = old_edges[:, (old_edges >= 0).all(0)]
+    gained, lost = edge_difference(old_edges, data.edge_index, n)
+    report.edges_added = gained.size(1) // 2
+    report.edges_removed = lost.size(1) // 2 + int((old_to_new[index.graph.edge_index] < 0).any(0).sum()) // 2
+    changed = torch.zeros(n, dtype=torch.bool)
+    changed[added_rows] = True
+    changed[torch.cat([gained.reshape(-1), lost.reshape(-1)])] = True
+    ends = old_to_new[index.graph.edge_index]
+    changed[ends[1][(ends[0] < 0) & (ends[1] >= 0)]] = True  # kept neighbours of removed passages
+    affected = changed.clone()  # φ_u reads u's edges and its neighbours' edges: the changed nodes and their neighbours
+    affected[data.edge_index[1][changed[data.edge_index[0]]]] = True
+    nodes = affected.nonzero().squeeze(1)
+
+    z = None
+    if index.z is not None:
+        z = torch.cat([index.z[kept_old], index.f_theta.embed_all(x[added_rows].float())])
+    log_phi = torch.empty(n, dtype=torch.float64)
+    log_phi[old_to_new[kept_old]] = index.log_phi[kept_old].double()
+    if nodes.numel():
+        log_phi[nodes] = log_phi_from_ball(data.edge_index, z, index.phi, num_nodes=n, nodes=nodes)
+    report.phi_recomputed = int(nodes.numel())
+    index.replace_contents(corpus, x, data, z, log_phi, knn_edges, {**graph_statistics(data), "builders": list(data.builders)})
+
+
+def updated_knn(old: Tensor, old_to_new: Tensor, x: Tensor, added_rows: Tensor, params: Mapping[str, Any]) -> Tensor:
+    """The k-NN lists after an update: recomputed for new rows, for rows that lost a neighbour,
+    and for old rows that a new passage may enter (closer than their k-th neighbour)."""
+    k = int(params.get("k", 5))
+    src, dst = old_to_new[old[0]], old_to_new[old[1]]
+    alive = src >= 0
+    stale = torch.zeros(x.size(0), dtype=torch.bool)
+    stale[src[alive & (dst < 0)]] = True  # lost a neighbour
+    src, dst = src[alive & (dst >= 0)], dst[alive & (dst >= 0)]
+    unit = torch.nn.functional.normalize(x.float(), dim=-1)
+    if added_rows.numel() and src.numel():
+        kth = torch.full((x.size(0),), float("inf"))
+        kth.scatter_reduce_(0, src, (unit[src] * unit[dst]).sum(-1), reduce="amin")
+        for start in range(0, x.size(0), 4096):  # old rows a new passage comes closer to than their k-th neighbour
+            rows = torch.arange(start, min(start + 4096, x.size(0)))
+            best = (unit[rows] @ unit[added_rows].t()).max(dim=1).values
+            stale[rows[best >= kth[rows]]] = True
+    stale[added_rows] = True
+    counts = torch.bincount(src, minlength=x.size(0))
+    stale |= counts < min(k, x.size(0) - 1)  # rows whose list was short (a small corpus that grew)
+    keep = ~stale[src]
+    fresh = knn(x, rows=stale.nonzero().squeeze(1), **params)
+    edges = torch.cat([torch.stack([src[keep], dst[keep]]), fresh], 1)
+    return edges[:, torch.argsort(edges[0], stable=True)]
+
+
+def edge_difference(old: Tensor, new: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """Directed edges in ``new`` but not ``old``, and in ``old`` but not ``new``."""
+    old_keys, new_keys = torch.unique(old[0] * n + old[1]), torch.unique(new[0] * n + new[1])
+    gained = new_keys[~torch.isin(new_keys, old_keys)]
+    lost = old_keys[~torch.isin(old_keys, new_keys)]
+    return torch.stack([gained // n, gained % n]), torch.stack([lost // n, lost % n])
+
+
+def rows_of(index: "ISORAGIndex", ids: Iterable[str]) -> Tensor:
+    ids = list(ids)
+    if not ids:
+        raise ValueError("remove() needs at least one passage id")
+    rows = [index.passages.row_of(str(i)) for i in ids]
+    if missing := [i for i, r in zip(ids, rows) if r is None]:
+        raise ValueError(f"no passage with id {missing[0]!r} in the index" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    return torch.tensor(sorted(set(rows)), dtype=torch.long)
