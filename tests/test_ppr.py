@@ -4,8 +4,8 @@ from __future__ import annotations
 import igraph as ig
 import pytest
 import torch
-
 from conftest import DEVICES
+
 from isorag_pyg.utils.ppr import personalized_pagerank
 
 

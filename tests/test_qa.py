@@ -6,9 +6,9 @@ import socket
 from pathlib import Path
 
 import pytest
+from fake_llm_server import FakeLLM
 from hydra import compose, initialize_config_dir
 
-from fake_llm_server import FakeLLM
 from isorag_pyg.datasets import Passage, Question
 from isorag_pyg.jobs.evaluate import run_evaluation
 from isorag_pyg.qa import GeneratorError, OpenAIChatGenerator, PromptTemplate, answer_questions, exact_match, token_f1
