@@ -38,6 +38,7 @@ from _common import (
 from omegaconf import DictConfig
 
 from isorag_pyg.evaluation import evaluate_retrievers
+from isorag_pyg.graph import EmptyGraphError
 from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 BASELINES = ["dense", "bm25", "ppr"]
@@ -95,8 +96,9 @@ def main() -> None:
     for dataset in args.datasets:
         for graph in args.graphs:
             cfg = eval_config(f"dataset={dataset}", f"graph={graph}", *args.override)
-            inputs = prepare_evaluation(cfg)
-            if inputs.index.statistics["edges"] == 0:
+            try:
+                inputs = prepare_evaluation(cfg)
+            except EmptyGraphError:
                 print(f"\n{dataset} / {graph}: no edges (the question file carries no contexts); skipped", flush=True)
                 results.append({"dataset": dataset, "graph": graph, "skipped": "graph has no edges"})
                 continue

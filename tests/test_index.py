@@ -10,6 +10,7 @@ import torch
 
 from isorag_pyg import FThetaConfig, ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import generate_synthetic_dataset
+from isorag_pyg.graph import EmptyGraphError
 from isorag_pyg.index import RETRIEVERS, IndexFormatError
 from isorag_pyg.index.storage import MANIFEST, _manifest_digest
 from isorag_pyg.utils import log_phi_from_ball
@@ -205,6 +206,8 @@ def test_index_without_f_theta(tmp_path):
         loaded.retriever("iso", p=1.0)
     with pytest.raises(ValueError, match="needs f_θ"):
         ISORAGIndex.build(passages, f_theta=None, progress=False)
+    with pytest.raises(EmptyGraphError, match="found no edge"):  # before any training starts
+        ISORAGIndex.build([{"title": "A", "text": "alpha"}, {"title": "B", "text": "beta"}], f_theta=F_THETA, progress=False)
 
 
 def test_bad_passages_are_clear_errors():

@@ -6,7 +6,7 @@ import logging
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import torch
 
@@ -48,6 +48,16 @@ def _directory_digest(files: tuple[tuple[str, int, int, str], ...]) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return f"sha256:{digest.hexdigest()}"
+
+
+class TextEncoder(Protocol):
+    """What an index needs of an encoder: a name and a fingerprint to record, and ``encode``
+    giving ``[len(texts), dim]`` L2-normalised float32 embeddings."""
+
+    name: str
+    fingerprint: str
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor: ...
 
 
 class SentenceEncoder:

@@ -3,6 +3,7 @@ from isorag_pyg.graph.builders import context_cooccurrence, cooccurrence_edges, 
 from isorag_pyg.graph.corpus_graph import (
     BUILDER_NAMES,
     LEAKY_BUILDERS,
+    EmptyGraphError,
     build_corpus_graph,
     graph_statistics,
     run_builders,
@@ -10,6 +11,7 @@ from isorag_pyg.graph.corpus_graph import (
 
 __all__ = [
     "BUILDER_NAMES",
+    "EmptyGraphError",
     "LEAKY_BUILDERS",
     "build_corpus_graph",
     "context_cooccurrence",

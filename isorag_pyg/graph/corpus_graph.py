@@ -18,6 +18,10 @@ LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
 BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn")
 
 
+class EmptyGraphError(ValueError):
+    """The builders produced no edge, so there is nothing to train f_θ on."""
+
+
 def run_builders(
     spec: Mapping[str, Mapping[str, Any] | None],
     corpus: list[Passage],

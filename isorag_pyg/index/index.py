@@ -32,10 +32,11 @@ from isorag_pyg.datasets.types import (
     QADataset,
     train_eval_overlap,
 )
-from isorag_pyg.encoders import SentenceEncoder
+from isorag_pyg.encoders import SentenceEncoder, TextEncoder
 from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, resolve_model
 from isorag_pyg.graph import (
     BUILDER_NAMES,
+    EmptyGraphError,
     build_corpus_graph,
     graph_statistics,
     run_builders,
@@ -181,7 +182,7 @@ class ISORAGIndex:
     def build(
         cls,
         passages: Sequence[Passage | Mapping[str, Any]],
-        encoder: str | SentenceEncoder = DEFAULT_ENCODER,
+        encoder: str | TextEncoder = DEFAULT_ENCODER,
         graph: Mapping[str, Mapping[str, Any] | None] | None = None,
         f_theta: FThetaConfig | PoincareEncoder | None = FThetaConfig(),
         phi: PhiSpec = PhiSpec(),
@@ -196,8 +197,9 @@ class ISORAGIndex:
 
         Args:
             passages: ``Passage`` objects or dicts with ``title``, ``text`` and optionally ``id``.
-            encoder: a sentence-transformers name or path, or a :class:`SentenceEncoder`
-                (default: the bundled all-MiniLM-L6-v2, offline; embeddings are cached).
+            encoder: a sentence-transformers name or path, or an encoder object (a
+                :class:`SentenceEncoder`, or anything with ``name``, ``fingerprint`` and
+                ``encode``) (default: the bundled all-MiniLM-L6-v2, offline; embeddings are cached).
             graph: builder name -> arguments (default: ``{"title_mention": {}}``; see
                 :func:`~isorag_pyg.graph.run_builders`).
             f_theta: how f_θ is trained, or an f_θ already trained (used as it is); ``None``:
@@ -215,12 +217,15 @@ class ISORAGIndex:
             raise ValueError(f"unknown graph builder {unknown[0]!r}; choose from {', '.join(BUILDER_NAMES)}")
         with tqdm(total=3 + (f_theta is not None), desc="index", disable=not progress, leave=False) as stages:
             stages.set_postfix_str("encoding passages")
-            encoder = encoder if isinstance(encoder, SentenceEncoder) else SentenceEncoder(encoder, show_progress=progress)
+            encoder = SentenceEncoder(encoder, show_progress=progress) if isinstance(encoder, str) else encoder
             x = encoder.encode([p.content for p in corpus])
             stages.update()
             stages.set_postfix_str("graph")
             edges = run_builders(spec, corpus, x, eval_questions=questions, train_questions=train_questions)
             data = build_corpus_graph(corpus, x, edges)
+            if data.edge_index.numel() == 0 and f_theta is not None and not isinstance(f_theta, PoincareEncoder):
+                raise EmptyGraphError(f"the graph builders ({', '.join(spec)}) found no edge in this corpus: f_θ needs edges to "
+                                      "learn from; use phi=PhiSpec(p=0) and f_theta=None, or another graph")
             if "train_cooccurrence" in spec and train_eval_overlap(questions, train_questions):
                 log.warning("training questions are also evaluation questions: train_cooccurrence LEAKS")
                 data.leak = True
@@ -273,8 +278,10 @@ class ISORAGIndex:
         self._phi_variants = {}
 
     # ----------------------------------------------------------------------------- updates
-    def add(self, passages: Sequence[Passage | Mapping[str, Any]], refit: FThetaConfig | None = None) -> "UpdateReport":
-        """Append passages: embedded with the index's encoder (cached), linked by the graph
+    def add(self, passages: Sequence[Passage | Mapping[str, Any]], refit: FThetaConfig | None = None,
+            encoder: TextEncoder | None = None) -> "UpdateReport":
+        """Append passages: embedded with the index's encoder (cached; or ``encoder``, e.g. the
+        same model on a GPU, checked against the recorded fingerprint), linked by the graph
         builders in both directions, placed in the ball by the stored f_θ (``refit`` trains f_θ
         again on the new graph instead), with φ recomputed around them. Equals a rebuild over
         the same passages with the same f_θ. A conflicting id is an error; a passage identical
@@ -285,7 +292,7 @@ class ISORAGIndex:
         fresh, skipped = new_passages(self, passages)
         report = UpdateReport(added=len(fresh), duplicates_skipped=skipped)
         if fresh:
-            encoder = SentenceEncoder(self.encoder_spec["name"], show_progress=False)
+            encoder = encoder or SentenceEncoder(self.encoder_spec["name"], show_progress=False)
             self._check_encoder(encoder)
             x = torch.cat([self.embeddings.float(), encoder.encode([p.content for p in fresh])])
             apply_update(self, list(self.passages) + fresh, x, torch.arange(len(self)), report)
@@ -347,7 +354,7 @@ class ISORAGIndex:
         return bool(self.statistics.get("leak", False))
 
     @property
-    def encoder(self) -> SentenceEncoder:
+    def encoder(self) -> TextEncoder:
         """The encoder the passages were embedded with (loaded on first use, checked against the
         fingerprint recorded at build time)."""
         if self._encoder is None:
@@ -356,13 +363,13 @@ class ISORAGIndex:
             self._encoder = encoder
         return self._encoder
 
-    def _check_encoder(self, encoder: SentenceEncoder) -> None:
+    def _check_encoder(self, encoder: TextEncoder) -> None:
         if encoder.fingerprint != self.encoder_spec["fingerprint"]:
             raise ValueError(f"the encoder {self.encoder_spec['name']!r} differs from the one this index was built with "
                              "(fingerprint mismatch): rebuild the index, or set index.encoder to a matching SentenceEncoder")
 
     @encoder.setter
-    def encoder(self, encoder: SentenceEncoder) -> None:
+    def encoder(self, encoder: TextEncoder) -> None:
         self._encoder = encoder
 
     def graph_index(self, device: str | torch.device = "auto") -> GraphIndex:

@@ -133,9 +133,17 @@ def updated_knn(old: Tensor, old_to_new: Tensor, x: Tensor, added_rows: Tensor, 
 def edge_difference(old: Tensor, new: Tensor, n: int) -> tuple[Tensor, Tensor]:
     """Directed edges in ``new`` but not ``old``, and in ``old`` but not ``new``."""
     old_keys, new_keys = torch.unique(old[0] * n + old[1]), torch.unique(new[0] * n + new[1])
-    gained = new_keys[~torch.isin(new_keys, old_keys)]
-    lost = old_keys[~torch.isin(old_keys, new_keys)]
+    gained = new_keys[~_member(new_keys, old_keys)]
+    lost = old_keys[~_member(old_keys, new_keys)]
     return torch.stack([gained // n, gained % n]), torch.stack([lost // n, lost % n])
+
+
+def _member(keys: Tensor, sorted_keys: Tensor) -> Tensor:
+    """``keys`` found in ``sorted_keys`` (binary search)."""
+    if sorted_keys.numel() == 0:
+        return torch.zeros_like(keys, dtype=torch.bool)
+    slot = torch.searchsorted(sorted_keys, keys).clamp_max(sorted_keys.numel() - 1)
+    return sorted_keys[slot] == keys
 
 
 def rows_of(index: "ISORAGIndex", ids: Iterable[str]) -> Tensor:
