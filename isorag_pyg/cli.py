@@ -4,6 +4,7 @@
     isorag query INDEX_DIR "question" ["another question" ...] [-k 5] [--retriever iso] [--json]
     isorag info INDEX_DIR
     isorag add INDEX_DIR CORPUS [--refit]        isorag remove INDEX_DIR ID [ID ...]
+    isorag tune INDEX_DIR QUESTIONS [--grid beta=0.05,0.1 hops=1,2]
 
 Errors (a bad path, an empty corpus, a missing or corrupt index) are one line on stderr and a
 non-zero exit status; ``ISORAG_DEBUG=1`` shows the traceback instead.
@@ -56,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
     remove = commands.add_parser("remove", help="remove passages from an index by id (saved atomically)")
     remove.add_argument("index_dir")
     remove.add_argument("ids", nargs="+", help="passage ids")
+
+    tune = commands.add_parser("tune", help="tune ISO-RAG's knobs on questions with gold passages; store them if they win held out")
+    tune.add_argument("index_dir")
+    tune.add_argument("questions", help="JSON/JSONL of {question, gold_ids}, or any dataset question file (gold matched by title/text)")
+    tune.add_argument("--grid", nargs="+", default=None, metavar="KNOB=V1,V2", help="the search grid (default: beta, alpha, hops)")
+    tune.add_argument("--folds", type=int, default=2, help="cross-validation folds (default: 2)")
+    tune.add_argument("--dry-run", action="store_true", help="report, but do not store the knobs")
 
     info = commands.add_parser("info", help="show an index's manifest and graph statistics")
     info.add_argument("index_dir")
@@ -135,6 +143,18 @@ def _remove(args: argparse.Namespace) -> list[str]:
     return [f"{args.index_dir}: {report.summary()}; {len(index)} passages"]
 
 
+def _tune(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.index import ISORAGIndex
+    from isorag_pyg.index.tuning import DEFAULT_GRID, parse_grid, read_questions, tune
+
+    index = ISORAGIndex.load(args.index_dir)
+    questions, gold = read_questions(args.questions, index)
+    result = tune(index, questions, gold, parse_grid(args.grid) if args.grid else DEFAULT_GRID, folds=args.folds, store=not args.dry_run)
+    if result.stored:
+        index.save(args.index_dir)
+    return [f"{args.index_dir}: {result.summary()}"]
+
+
 def _info(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.index import ISORAGIndex
 
@@ -149,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # libraries print notices to stdout (e.g. transformers under WANDB_MODE=offline): send
         # them to stderr, so stdout carries only the answer (and --json stays parseable)
         with contextlib.redirect_stdout(sys.stderr):
-            lines = {"index": _index, "query": _query, "info": _info, "add": _add, "remove": _remove}[args.command](args)
+            lines = {"index": _index, "query": _query, "info": _info, "add": _add, "remove": _remove, "tune": _tune}[args.command](args)
         out.write("".join(f"{line}\n" for line in lines))
     except KeyboardInterrupt:
         print("isorag: interrupted", file=sys.stderr)

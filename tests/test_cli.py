@@ -102,6 +102,20 @@ def test_add_and_remove_update_the_saved_index(built, tmp_path):
     assert info["counts"]["passages"] == 4
 
 
+def test_tune_reports_and_dry_run_stores_nothing(built, tmp_path):
+    index_dir = Path(shutil.copytree(built, tmp_path / "index"))
+    questions = [("Who directed Velmora?", ["velmora.md#0", "people/dara.md#0"]), ("Where was Dara Quen born?", ["people/dara.md#0"]),
+                 ("Which country is Kostrov in?", ["places/Kostrov.txt#0", "places/aldania.md#0"]), ("What colour is Aldania's flag?", ["places/aldania.md#0"])]
+    (tmp_path / "q.jsonl").write_text("\n".join(json.dumps({"question": q, "gold_ids": g}) for q, g in questions))
+    before = (index_dir / "manifest.json").read_bytes()
+    done = isorag("tune", str(index_dir), str(tmp_path / "q.jsonl"), "--grid", "beta=0.01,0.5", "--dry-run")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "4 questions" in done.stdout and "cross-validated held out" in done.stdout and "stored" not in done.stdout.replace("not stored", "")
+    assert (index_dir / "manifest.json").read_bytes() == before
+    done = isorag("tune", str(index_dir), str(tmp_path / "missing.jsonl"))
+    assert done.returncode == 1 and "missing.jsonl" in done.stderr
+
+
 def test_console_script_is_installed():
     script = shutil.which("isorag", path=str(Path(sys.executable).parent))
     assert script is not None

@@ -245,3 +245,28 @@ def _edit_manifest(directory: Path, edit, rehash: bool = False) -> None:
     if rehash:
         manifest["manifest_sha256"] = _manifest_digest(manifest)
     (directory / MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_tuning_stores_knobs_only_when_they_win_held_out(tmp_path):
+    from isorag_pyg.index.tuning import parse_grid, read_questions, tune
+
+    world = generate_synthetic_dataset(num_entities=60, num_hubs=2, hub_size=15, num_questions=16, split="train")
+    index = ISORAGIndex.build(world.corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    records = [{"question": q.text, "gold_ids": q.gold_ids} for q in world.questions]
+    (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    questions, gold = read_questions(tmp_path / "q.jsonl", index)
+    assert len(questions) == 16 and all(gold)
+    result = tune(index, questions, gold, parse_grid(["beta=0.01,0.4,0.9", "hops=1,2"]))
+    assert len(result.rows) == 6 and result.in_sample == max(r["recall@5"] for r in result.rows)
+    assert 0.0 <= result.held_out <= 1.0 and 0.0 < result.current <= 1.0
+    assert result.stored == (result.held_out > result.current)
+    if result.stored:
+        assert index.knobs["iso"] == result.best
+    else:
+        assert "iso" not in index.knobs
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "gold_ids": ["nope"]}))
+    with pytest.raises(Exception, match="not a passage of the index"):
+        read_questions(bad, index)
+    with pytest.raises(ValueError, match="KNOB=V1"):
+        parse_grid(["beta"])

@@ -82,19 +82,21 @@ def load_qa_dataset(
     questions_path: str | Path,
     corpus_path: str | Path | None = None,
     name: str | None = None,
+    corpus: list[Passage] | None = None,
 ) -> QADataset:
     """Load questions in any supported format plus their corpus.
 
     Without ``corpus_path`` a sibling ``<stem>_corpus.json`` is used when present, else the
-    corpus is the union of all questions' contexts de-duplicated by (title, text).
+    corpus is the union of all questions' contexts de-duplicated by (title, text). A ``corpus``
+    given as passages (e.g. an index's) is used as it is, and gold passages are matched to it.
     """
     questions_path = Path(questions_path)
     fmt, raw_questions = read_questions(questions_path)
     corpus_path = Path(corpus_path) if corpus_path is not None else sibling_corpus_path(questions_path)
     report = MatchReport()
-    if corpus_path is not None:
+    if corpus is None and corpus_path is not None:
         corpus = build_corpus(read_corpus(corpus_path), corpus_path, report)
-    else:
+    elif corpus is None:
         if any(q.context is None for q in raw_questions):
             raise DatasetFormatError(
                 questions_path, f"format '{fmt}' gives gold titles only; pass the corpus file (corpus_path)"
