@@ -68,6 +68,8 @@ class GlobalPPRRetriever:
     ``num_seeds`` by cosine, ``softmax(tau * s)``); passages are ranked by
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` (default: PPR alone, ties
     broken by dense score). The queries of a chunk are the columns of one ``[N, chunk]`` iterate.
+    With ``edge_weight`` (``[E]``, non-negative, aligned with ``graph.edge_index``) the walk
+    follows edges in proportion to their weights.
     """
 
     name = "ppr"
@@ -85,8 +87,9 @@ class GlobalPPRRetriever:
         max_iter: int = 50,
         device: str | torch.device = "cpu",
         query_chunk: int | None = None,
+        edge_weight: Tensor | None = None,
     ):
-        self.index = GraphIndex(graph.edge_index, embeddings, device)
+        self.index = GraphIndex(graph.edge_index, embeddings, device, edge_weight)
         self.num_seeds, self.alpha, self.tau = num_seeds, alpha, tau
         self.lambda_graph, self.lambda_dense, self.tol, self.max_iter = lambda_graph, lambda_dense, tol, max_iter
         self.query_chunk = query_chunk
@@ -102,7 +105,8 @@ class GlobalPPRRetriever:
             teleport = torch.zeros(n, scores.size(0), device=scores.device)
             columns = torch.arange(scores.size(0), device=scores.device).unsqueeze(1).expand_as(seeds.indices)
             teleport[seeds.indices, columns] = teleport_weights(seeds.values, self.tau)
-            ppr = personalized_pagerank(self.index.edge_index, teleport, self.alpha, tol=self.tol, max_iter=self.max_iter)
+            ppr = personalized_pagerank(self.index.edge_index, teleport, self.alpha, tol=self.tol, max_iter=self.max_iter,
+                                        edge_weight=self.index.edge_weight)
             dense = row_minmax(scores)
             # the 1e-6 dense term breaks ties (e.g. unreachable passages) by the dense order
             fused = self.lambda_graph * row_minmax(ppr.pi.t()) + (self.lambda_dense + 1e-6) * dense

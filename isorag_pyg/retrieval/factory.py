@@ -23,13 +23,15 @@ def build_retriever(cfg: DictConfig, bundle: CorpusBundle, ball: Callable[[], tu
     kind = cfg.kind
     device = device_of(cfg.get("device"))
     x = bundle.graph.x
+    # edge_weights: true -> PPR (global, or ISO-RAG's local one) follows the graph's edge_weight
+    edge_weight = bundle.graph.edge_weight if cfg.get("edge_weights", False) else None
     if kind == "dense":
         retriever = DenseRetriever(x, device)
     elif kind == "bm25":
         retriever = BM25Retriever([p.content for p in bundle.eval.corpus])
     elif kind == "ppr":
         retriever = GlobalPPRRetriever(bundle.graph, x, cfg.num_seeds, cfg.alpha, cfg.tau, cfg.lambda_graph, cfg.lambda_dense,
-                                       cfg.tol, cfg.max_iter, device)
+                                       cfg.tol, cfg.max_iter, device, edge_weight=edge_weight)
     elif kind == "iso":
         z, curvature = ball() if cfg.p != 0 else (torch.zeros(bundle.graph.num_nodes, 1), 1.0)
         log_phi = ball_log_profile(bundle.graph.edge_index, z, cfg.p, curvature, cfg.eps, cfg.get("shell_floor", 0.0))
@@ -37,7 +39,7 @@ def build_retriever(cfg: DictConfig, bundle: CorpusBundle, ball: Callable[[], tu
             bundle.graph, x, log_phi, num_seeds=cfg.num_seeds, over_retrieval=cfg.over_retrieval, hops=cfg.hops,
             max_expansion=cfg.max_expansion, beta=cfg.beta, phi_mode=cfg.phi_mode, alpha=cfg.alpha, tau=cfg.tau,
             lambda_graph=cfg.lambda_graph, lambda_dense=cfg.lambda_dense, tol=cfg.tol, max_iter=cfg.max_iter,
-            seed=cfg.get("seed", 0), device=device,
+            seed=cfg.get("seed", 0), device=device, edge_weight=edge_weight,
         )
     else:
         raise ValueError(f"unknown retriever kind {kind!r}; choose from {', '.join(KINDS)}")

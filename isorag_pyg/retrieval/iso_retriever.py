@@ -45,6 +45,8 @@ class ISORetriever:
         embeddings: ``[N, d]`` passage embeddings.
         log_phi: ``[N]`` precomputed log isoperimetric profile of every passage.
         phi_mode: ``"real"`` or an ablation: ``"uniform"``, ``"shuffled"``, ``"random"``.
+        edge_weight: optional ``[E]`` non-negative weights of ``graph``'s edges for the local
+            PPR's transitions (default: unweighted); the filter itself reads only φ.
     """
 
     name = "iso"
@@ -69,6 +71,7 @@ class ISORetriever:
         seed: int = 0,
         device: str | torch.device = "cpu",
         query_chunk: int | None = None,
+        edge_weight: Tensor | None = None,
     ):
         if num_seeds < 1 or hops < 0 or max_expansion < 0:
             raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
@@ -76,7 +79,7 @@ class ISORetriever:
             raise ValueError(f"over_retrieval must be >= 1, got {over_retrieval}")
         if lambda_graph < 0 or lambda_dense < 0 or lambda_graph + lambda_dense == 0:
             raise ValueError("lambda_graph and lambda_dense must be >= 0 and not both 0")
-        self.index = GraphIndex(graph.edge_index, embeddings, device)
+        self.index = GraphIndex(graph.edge_index, embeddings, device, edge_weight)
         if log_phi.numel() != self.index.num_nodes:
             raise ValueError(f"log_phi has {log_phi.numel()} values for {self.index.num_nodes} passages")
         ablation = IsoperimetricFilter(beta=beta, phi="phi", mode=phi_mode, seed=seed)
@@ -111,7 +114,8 @@ class ISORetriever:
         teleport = torch.zeros(num_local, device=scores.device)
         seed_scores = scores.gather(1, local.seeds)
         teleport[local.seed_pos.reshape(-1)] = teleport_weights(seed_scores, self.tau).reshape(-1)
-        ppr = personalized_pagerank(local.edge_index[:, keep], teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter)
+        weight = None if self.index.up_edge_weight is None else self.index.up_edge_weight[local.edge_slot[keep]]
+        ppr = personalized_pagerank(local.edge_index[:, keep], teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter, weight)
         pi = ppr.pi.squeeze(1)
         dense = scores[local.batch, local.node]
         scaled = segment_minmax(torch.stack([pi, dense], 1), local.batch, local.ptr)
