@@ -142,7 +142,7 @@ def prepare(dataset: str, level: Level, split: str, overrides: list[str]) -> Pre
 
 def rcfg_for(family: str, knobs: dict[str, Any], level: Level):
     name = "ppr" if family == "ppr" else ("dense" if family == "dense" else "iso")
-    return retriever_config(name, **({} if name == "dense" else level.retriever), **knobs)
+    return retriever_config(name, **({} if name == "dense" else {**level.retriever, **knobs}))
 
 
 def run(prep: Prepared, family: str, knobs: dict[str, Any], level: Level):
@@ -211,17 +211,19 @@ def train_stage(dataset: str, levels: list[str], grid: dict[str, list[dict]], ov
     return out
 
 
-def beta_alone(scores: list[float], candidates: list[dict], fixed: dict) -> int | None:
-    """The candidate with the best β among those whose other knobs are iso.yaml's (the β the β rule
-    stands in for); ``None`` when the grid does not hold iso.yaml's other knobs."""
-    same = [i for i, c in enumerate(candidates) if all(c[k] == fixed[k] for k in c if k != "beta")]
-    return max(same, key=lambda i: (scores[i], -i)) if same else None
+def beta_alone(scores: dict[str, list[float]], grid: dict[str, list[dict]], base: dict[str, Any]) -> tuple[str, int] | None:
+    """The candidate with the best β among those whose other knobs are ``base``'s (the β that the
+    β rule stands in for): its family and index; ``None`` when the grid has no such candidates."""
+    family = "iso_p0" if base.get("p", 1.0) == 0 else "iso_p1"
+    same = [i for i, c in enumerate(grid[family]) if all(c[k] == base[k] for k in c if k != "beta")]
+    return (family, max(same, key=lambda i: (scores[family][i], -i))) if same else None
 
 
 def dev_stage(dataset: str, levels: list[str], train: dict[str, Any], grid: dict[str, list[dict]], robust: dict[str, Any],
               overrides: list[str], started: float) -> list[dict[str, Any]]:
-    """Every method on the dev questions (held out) with the knobs chosen on the training questions."""
-    fixed = OmegaConf.to_container(retriever_config("iso"))
+    """Every method on the dev questions (held out) with the knobs chosen on the training questions.
+    The β rule and the β tuned alone run at the robust default's other knobs."""
+    base = {**OmegaConf.to_container(retriever_config("iso")), **robust["knobs"]}
     results = []
     for name in levels:
         level = LEVELS[name]
@@ -229,13 +231,13 @@ def dev_stage(dataset: str, levels: list[str], train: dict[str, Any], grid: dict
         tuned = {f: grid[f][best_index(v)] for f, v in scores.items()}
         # the β rule on the training graph too, scored on the training questions (next to the tuned β)
         train_prep = prepare(dataset, level, "train", overrides)
-        train_rule = rule_beta(train_prep, fixed)
-        train_rule_recall = float(per_question_recall(run(train_prep, "iso", {"beta": train_rule["beta"]}, level).indices,
+        train_rule = rule_beta(train_prep, base)
+        train_rule_recall = float(per_question_recall(run(train_prep, "iso", {**robust["knobs"], "beta": train_rule["beta"]}, level).indices,
                                                       train_prep.inputs.gold, 5).double().mean())
         prep = prepare(dataset, level, "dev", overrides)
-        rule = rule_beta(prep, fixed)
-        alone = beta_alone(scores["iso_p1"], grid["iso_p1"], fixed)
-        beta_tuned_alone = None if alone is None else grid["iso_p1"][alone]["beta"]
+        rule = rule_beta(prep, base)
+        alone = beta_alone(scores, grid, base)
+        beta_tuned_alone = None if alone is None else grid[alone[0]][alone[1]]["beta"]
         plan: dict[str, tuple[str, dict[str, Any]]] = {"dense": ("dense", {})}
         plan.update({f"{f} (tuned)": (f, tuned[f]) for f in FAMILIES})
         plan.update({
@@ -246,10 +248,15 @@ def dev_stage(dataset: str, levels: list[str], train: dict[str, Any], grid: dict
             "iso_shuffled (fixed)": ("iso", {"phi_mode": "shuffled"}),
             "iso_random (fixed)": ("iso", {"phi_mode": "random"}),
             "iso (robust default)": ("iso", robust["knobs"]),
-            "iso (beta rule)": ("iso", {"beta": rule["beta"]}),
+            "iso (robust default, p = 1)": ("iso", {**robust["knobs"], "p": 1.0}),
+            "iso_uniform (robust default)": ("iso", {**robust["knobs"], "phi_mode": "uniform"}),
+            "iso (beta rule)": ("iso", {**robust["knobs"], "beta": rule["beta"]}),
         })
         if beta_tuned_alone is not None:
-            plan["iso (beta tuned alone)"] = ("iso", {"beta": beta_tuned_alone})
+            plan["iso (beta tuned alone)"] = ("iso", {**robust["knobs"], "beta": beta_tuned_alone})
+        if level.retriever.get("edge_weights"):  # the same tuned knobs without the weights: what the weights add
+            plan["ppr (tuned, unweighted)"] = ("ppr", {**tuned["ppr"], "edge_weights": False})
+            plan["iso_p1 (tuned, unweighted)"] = ("iso_p1", {**tuned["iso_p1"], "edge_weights": False})
         metrics = {label: retrieval_metrics(run(prep, family, knobs, level).indices, prep.inputs.gold) for label, (family, knobs) in plan.items()}
         results.append({
             "dataset": dataset, "level": name, "kind": level.kind, "overrides": list(level.overrides), "retriever_knobs": level.retriever,
@@ -257,7 +264,7 @@ def dev_stage(dataset: str, levels: list[str], train: dict[str, Any], grid: dict
             "graph_dev": prep.inputs.bundle.stats, "graph_train": train[name]["graph"],
             "beta_rule_dev": rule, "beta_rule_train": train_rule, "beta_tuned_alone": beta_tuned_alone,
             "train_recall@5": {**{f: max(v) for f, v in scores.items()}, "iso (beta rule)": train_rule_recall,
-                               "iso (beta tuned alone)": None if alone is None else scores["iso_p1"][alone]},
+                               "iso (beta tuned alone)": None if alone is None else scores[alone[0]][alone[1]]},
             "tuned_knobs": tuned, "knobs": {label: knobs for label, (_, knobs) in plan.items()},
             "metrics": metrics,
         })
@@ -330,16 +337,27 @@ def main() -> None:
     plot(results, args.datasets, args.levels)
 
 
+# (method, the PPR it is compared with, the uniform φ it is compared with): tuned against tuned,
+# defaults against defaults (the robust default against uniform φ at its own knobs)
+COMPARISONS = {
+    "tuned": ("iso_p1 (tuned)", "ppr (tuned)", "iso_uniform (tuned)"),
+    "tuned_p0": ("iso_p0 (tuned)", "ppr (tuned)", "iso_uniform (tuned)"),
+    "robust": ("iso (robust default)", "ppr (fixed)", "iso_uniform (robust default)"),
+    "fixed": ("iso_p1 (fixed)", "ppr (fixed)", "iso_uniform (fixed)"),
+}
+
+
 def summarise(results: list[dict], datasets: list[str], levels: list[str]) -> dict[str, Any]:
     """Tables, shares won back, p = 1 against p = 0, and the issue's target checks."""
     r5 = {(r["dataset"], r["level"]): {m: v["recall@5"] for m, v in r["metrics"].items()} for r in results}
     r10 = {(r["dataset"], r["level"]): {m: v["recall@10"] for m, v in r["metrics"].items()} for r in results}
-    methods = list(results[0]["metrics"]) if results else []
+    methods = list(dict.fromkeys(m for r in results for m in r["metrics"]))
+    cell = lambda d, lv, m: f"{r5[(d, lv)][m]:.3f} / {r10[(d, lv)][m]:.3f}" if m in r5[(d, lv)] else "-"
     for dataset in datasets:
         print(f"\n{dataset}: dev Recall@5 / Recall@10 (held out)")
-        print(f"  {'method':22s}" + "".join(f"{lv:>21s}" for lv in levels))
+        print(f"  {'method':30s}" + "".join(f"{lv:>16s}" for lv in levels))
         for m in methods:
-            print(f"  {m:22s}" + "".join(f"{r5[(dataset, lv)][m]:>13.3f} / {r10[(dataset, lv)][m]:.3f}" for lv in levels))
+            print(f"  {m:30s}" + "".join(f"{cell(dataset, lv, m):>16s}" for lv in levels))
     out: dict[str, Any] = {"won_back": {}, "p1_minus_p0": {}, "targets": {}}
     for dataset in datasets:
         if "clean" not in levels:
@@ -350,23 +368,25 @@ def summarise(results: list[dict], datasets: list[str], levels: list[str]) -> di
                 continue
             noisy = r5[(dataset, lv)]
             row = {}
-            for knobs in ("tuned", "fixed"):
-                real, ppr, uni = noisy[f"iso_p1 ({knobs})"], noisy[f"ppr ({knobs})"], noisy[f"iso_uniform ({knobs})"]
-                lost_ppr, lost_uni = clean[f"ppr ({knobs})"] - ppr, clean[f"iso_uniform ({knobs})"] - uni
-                row[knobs] = {
+            for key, (label, ppr_label, uni_label) in COMPARISONS.items():
+                real, ppr, uni = noisy[label], noisy[ppr_label], noisy[uni_label]
+                lost_ppr, lost_uni = clean[ppr_label] - ppr, clean[uni_label] - uni
+                row[key] = {
                     "ppr_loss": lost_ppr, "uniform_loss": lost_uni,
                     "won_back_vs_ppr": (real - ppr) / lost_ppr if lost_ppr > 0 else None,
                     "won_back_vs_uniform": (real - uni) / lost_uni if lost_uni > 0 else None,
                     "real_minus_ppr": real - ppr, "real_minus_uniform": real - uni,
                 }
             out["won_back"][f"{dataset}/{lv}"] = row
-            out["p1_minus_p0"][f"{dataset}/{lv}"] = {k: noisy[f"iso_p1 ({k})"] - noisy[f"iso_p0 ({k})"] for k in ("tuned", "fixed")}
-        # target: under hub noise that costs PPR >= 5 points, real φ recovers >= 2/3 of PPR's loss and beats
-        # PPR by >= 5 points; on the clean graph it is within 0.5 points of uniform φ (default knobs and tuned)
-        for knobs, label in (("fixed", "iso_p1 (fixed)"), ("robust", "iso (robust default)"), ("tuned", "iso_p1 (tuned)")):
-            ppr_label = "ppr (tuned)" if knobs == "tuned" else "ppr (fixed)"
-            uni_label = "iso_uniform (tuned)" if knobs == "tuned" else "iso_uniform (fixed)"
-            checks = {"clean_cost_vs_uniform": clean[uni_label] - clean[label], "clean_ok": clean[label] >= clean[uni_label] - 0.005, "levels": {}}
+            out["p1_minus_p0"][f"{dataset}/{lv}"] = {"tuned": noisy["iso_p1 (tuned)"] - noisy["iso_p0 (tuned)"],
+                                                     "fixed": noisy["iso_p1 (fixed)"] - noisy["iso_p0 (fixed)"],
+                                                     "robust": noisy["iso (robust default, p = 1)"] - noisy["iso (robust default)"]
+                                                     if "iso (robust default, p = 1)" in noisy else None}
+        # the issue's target: under hub noise that costs PPR >= 5 points, real φ recovers >= 2/3 of PPR's loss
+        # and beats PPR by >= 5 points; on the clean graph it is within 0.5 points of uniform φ
+        for key, (label, ppr_label, uni_label) in COMPARISONS.items():
+            checks = {"method": label, "clean_cost_vs_uniform": clean[uni_label] - clean[label],
+                      "clean_ok": clean[label] >= clean[uni_label] - 0.005, "levels": {}}
             for lv in levels:
                 if LEVELS[lv].kind != "hubs":
                     continue
@@ -376,21 +396,23 @@ def summarise(results: list[dict], datasets: list[str], levels: list[str]) -> di
                 checks["levels"][lv] = {"ppr_loss": loss, "recovered_share": recovered, "beats_ppr_by": noisy[label] - noisy[ppr_label],
                                         "applies": loss >= 0.05,
                                         "met": loss >= 0.05 and recovered is not None and recovered >= 2 / 3 and noisy[label] - noisy[ppr_label] >= 0.05}
-            out["targets"][f"{dataset}/{knobs}"] = checks
-    print("\nshare of the noise's Recall@5 loss won back by real φ (p = 1), against PPR / against uniform φ, tuned | fixed knobs:")
+            out["targets"][f"{dataset}/{key}"] = checks
+    fmt = lambda v: "  n/a" if v is None else f"{v:5.2f}"
+    print("\nshare of the noise's Recall@5 loss won back, against PPR / against uniform φ (the method, PPR and uniform φ as in COMPARISONS):")
     for key, row in out["won_back"].items():
-        fmt = lambda v: "   n/a" if v is None else f"{v:6.2f}"
-        print(f"  {key:34s} " + " | ".join(f"PPR loss {row[k]['ppr_loss']:+.3f} won back {fmt(row[k]['won_back_vs_ppr'])}, "
-                                            f"uniform loss {row[k]['uniform_loss']:+.3f} won back {fmt(row[k]['won_back_vs_uniform'])}" for k in ("tuned", "fixed")))
-    print("\nreal φ p = 1 minus p = 0 (dev Recall@5), tuned | fixed:")
+        print(f"  {key}")
+        for k, v in row.items():
+            print(f"    {k:9s} PPR loss {v['ppr_loss']:+.3f}, won back {fmt(v['won_back_vs_ppr'])}; uniform loss {v['uniform_loss']:+.3f}, "
+                  f"won back {fmt(v['won_back_vs_uniform'])}; real - PPR {v['real_minus_ppr']:+.3f}, real - uniform {v['real_minus_uniform']:+.3f}")
+    print("\nreal φ p = 1 minus p = 0 (dev Recall@5), tuned | fixed | robust knobs:")
     for key, row in out["p1_minus_p0"].items():
-        print(f"  {key:34s} {row['tuned']:+.3f} | {row['fixed']:+.3f}")
+        print(f"  {key:34s} {row['tuned']:+.3f} | {row['fixed']:+.3f} | " + ("n/a" if row["robust"] is None else f"{row['robust']:+.3f}"))
     print("\ntarget (hub noise costing PPR >= 5 points: recover >= 2/3 and beat PPR by >= 5 points; clean within 0.5 of uniform):")
     for key, checks in out["targets"].items():
-        hubs = ", ".join(f"{lv}: PPR loss {c['ppr_loss']:+.3f}, recovered {c['recovered_share'] if c['recovered_share'] is None else round(c['recovered_share'], 2)}, "
-                         f"+{c['beats_ppr_by']:.3f} over PPR{' MET' if c['met'] else (' not met' if c['applies'] else ' (loss < 5 points)')}"
+        hubs = ", ".join(f"{lv}: PPR loss {c['ppr_loss']:+.3f}, recovered {fmt(c['recovered_share'])}, "
+                         f"{c['beats_ppr_by']:+.3f} over PPR{' MET' if c['met'] else (' not met' if c['applies'] else ' (loss < 5 points)')}"
                          for lv, c in checks["levels"].items())
-        print(f"  {key:24s} clean cost {checks['clean_cost_vs_uniform']:+.4f} ({'ok' if checks['clean_ok'] else 'NOT ok'}); {hubs}")
+        print(f"  {key:26s} clean cost {checks['clean_cost_vs_uniform']:+.4f} ({'ok' if checks['clean_ok'] else 'NOT ok'}); {hubs}")
     return out
 
 
