@@ -425,7 +425,8 @@ def plot(results: list[dict], datasets: list[str], levels: list[str]) -> None:
     r5 = {(r["dataset"], r["level"]): {m: v["recall@5"] for m, v in r["metrics"].items()} for r in results}
     styles = {"dense": ("grey", ":"), "ppr (tuned)": ("tab:red", "-"), "iso_p1 (tuned)": ("tab:blue", "-"), "iso_p0 (tuned)": ("tab:cyan", "-"),
               "iso_uniform (tuned)": ("tab:orange", "-"), "iso_shuffled (tuned)": ("tab:purple", "-"), "iso_random (tuned)": ("tab:brown", "-"),
-              "ppr (fixed)": ("tab:red", "--"), "iso_p1 (fixed)": ("tab:blue", "--"), "iso (beta rule)": ("tab:green", "-.")}
+              "ppr (fixed)": ("tab:red", "--"), "iso_p1 (fixed)": ("tab:blue", "--"), "iso (robust default)": ("black", "-"),
+              "iso (beta rule)": ("tab:green", "-.")}
     fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4.2), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         for method, (color, line) in styles.items():
