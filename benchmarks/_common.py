@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,17 @@ def add_override_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
 
 
-def retriever_config(name: str, **overrides: Any) -> DictConfig:
-    """``conf/retriever/<name>.yaml`` with knobs overridden or added (φ's ``p``, ``shell_floor``...)."""
+@lru_cache(maxsize=None)
+def _retriever_base(name: str) -> DictConfig:
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         rcfg = compose("eval", overrides=[f"retriever={name}", "paths.output_dir=."]).retriever
-    OmegaConf.set_struct(rcfg, False)
-    return OmegaConf.merge(rcfg, overrides)
+    OmegaConf.set_struct(rcfg, False)  # knobs the file does not list (φ's p, shell_floor...) may be added
+    return rcfg
+
+
+def retriever_config(name: str, **overrides: Any) -> DictConfig:
+    """``conf/retriever/<name>.yaml`` (composed once per name) with knobs overridden or added."""
+    return OmegaConf.merge(_retriever_base(name), overrides)
 
 
 def machine() -> dict[str, Any]:

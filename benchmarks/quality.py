@@ -70,7 +70,7 @@ def retrievers(dataset: str, knobs: dict, tuned_on_dev: bool, ablation_seeds: in
         for seed in range(1 if mode == "uniform" else ablation_seeds):
             label = f"iso_{mode}" + (f"_seed{seed}" if seed else "")
             plan[label] = retriever_config(iso_name, **knobs, phi_mode=mode, seed=seed)
-    plan["iso_p0"] = retriever_config(iso_name, **knobs, p=0.0)
+    plan["iso_p0"] = retriever_config(iso_name, **{**knobs, "p": 0.0})  # knobs tuned over p (round4) hold a p of their own
     return plan
 
 

@@ -1,6 +1,8 @@
 """Graph builders on tiny corpora with exactly known edges."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -8,8 +10,11 @@ from isorag_pyg.datasets import Passage, QADataset, Question
 from isorag_pyg.graph import (
     build_corpus_graph,
     context_cooccurrence,
+    entity_comention,
+    entity_mentions,
     graph_statistics,
     knn,
+    noise_edges,
     run_builders,
     title_mention,
     train_cooccurrence,
@@ -91,3 +96,89 @@ def test_leak_flag_and_errors():
 def test_graph_without_edges_has_all_isolated():
     stats = graph_statistics(build_corpus_graph(CORPUS, torch.randn(5, 2), {}))
     assert stats["edges"] == 0 and stats["isolated_nodes"] == 5
+
+
+# --- natural and injected noise -------------------------------------------------------------
+
+def test_entity_mentions_strip_function_words_and_split_particles():
+    text = "In 931 Hugh, King of Italy, met Lothair II of Lotharingia. He saw The Beatles' show."
+    assert entity_mentions(text) == {"hugh", "king of italy", "king", "italy", "lothair ii of lotharingia", "lothair ii",
+                                     "lotharingia", "beatles"}
+
+
+COMENTION = [
+    Passage("0", "Paris", "Paris is in France."),
+    Passage("1", "France", "France has Paris and Lyon."),
+    Passage("2", "Lyon", "Lyon is in France near Paris."),
+    Passage("3", "Lone (film)", "Nothing capitalised here except Lone."),
+]
+
+
+def test_entity_comention_edges_weights_and_document_frequency_cap():
+    ei, w = entity_comention(COMENTION, max_df=3)
+    assert edges(ei) == {(0, 1), (0, 2), (1, 2)} and torch.equal(w, torch.ones(3))  # "Lone" (df 1) links nothing
+    weights = {name: dict(zip(map(tuple, entity_comention(COMENTION, max_df=3, weighting=name)[0].t().tolist()),
+                              entity_comention(COMENTION, max_df=3, weighting=name)[1].tolist()))
+               for name in ("count", "inverse_df", "idf")}
+    # paris and france are in 3 passages, lyon in 2: (1, 2) shares all three
+    assert weights["count"] == {(0, 1): 2.0, (0, 2): 2.0, (1, 2): 3.0}
+    assert weights["inverse_df"][(1, 2)] == pytest.approx(1 / 3 + 1 / 3 + 1 / 2)
+    assert weights["idf"][(0, 1)] == pytest.approx(2 * math.log(4 / 3))
+    assert edges(entity_comention(COMENTION, max_df=2)[0]) == {(1, 2)}  # only lyon is specific enough
+    with pytest.raises(ValueError, match="weighting"):
+        entity_comention(COMENTION, weighting="tfidf")
+    with pytest.raises(ValueError, match="max_df"):
+        entity_comention(COMENTION, max_df=1)
+
+
+def test_weighted_builder_edges_are_summed_into_edge_weight():
+    x = torch.randn(4, 3)
+    data = build_corpus_graph(COMENTION, x, run_builders({"entity_comention": {"max_df": 3, "weighting": "count"},
+                                                          "knn": {"k": 1}}, COMENTION, x))
+    weight = dict(zip(map(tuple, data.edge_index.t().tolist()), data.edge_weight.tolist()))
+    knn_pairs = edges(knn(x, k=1))
+    for (u, v), value in weight.items():  # symmetric, comention count plus 1 where k-NN also links the pair
+        base = {(0, 1): 2.0, (0, 2): 2.0, (1, 2): 3.0}.get((min(u, v), max(u, v)), 0.0)
+        assert value == base + float((u, v) in knn_pairs or (v, u) in knn_pairs) == weight[(v, u)]
+    with pytest.raises(ValueError, match="weights"):
+        build_corpus_graph(COMENTION, x, {"bad": (torch.tensor([[0], [1]]), torch.tensor([-1.0]))})
+
+
+def test_noise_adds_seeded_hubs_and_random_shortcuts_and_records_them():
+    n = 200
+    corpus = [Passage(str(i), f"Title {i}", "text") for i in range(n)]
+    spec = {"noise": {"hubs": 3, "hub_degree": 20, "random_ratio": 0.5, "seed": 7}}
+    edges_out = run_builders(spec, corpus, torch.zeros(n, 1))  # no clean graph: nothing to scale random shortcuts by
+    assert edges_out.records["noise"]["clean_edges"] == 0 and edges_out.records["noise"]["random_edges"] == 0
+    noise, record = noise_edges(n, 100, hubs=3, hub_degree=20, random_ratio=0.5, seed=7)
+    assert record == {"hubs": 3, "hub_degree": 20, "random_edges": 50, "random_ratio": 0.5, "seed": 7, "clean_edges": 100}
+    assert noise.size(1) == 3 * 20 + 50 and bool((noise[0] != noise[1]).all())
+    hub_part = noise[:, :60]
+    for h in range(3):  # each hub links 20 distinct other passages
+        block = hub_part[:, 20 * h: 20 * (h + 1)]
+        assert block[0].unique().numel() == 1 and block[1].unique().numel() == 20
+    assert torch.equal(noise, noise_edges(n, 100, hubs=3, hub_degree=20, random_ratio=0.5, seed=7)[0])  # seeded
+    assert not torch.equal(noise, noise_edges(n, 100, hubs=3, hub_degree=20, random_ratio=0.5, seed=8)[0])
+    # shares of the corpus
+    assert noise_edges(n, 100, hubs=0.05, hub_degree=0.1)[1]["hubs"] == 10
+    assert noise_edges(n, 100, hubs=0.05, hub_degree=0.1)[1]["hub_degree"] == 20
+    with pytest.raises(ValueError, match="hubs"):
+        noise_edges(n, 100, hubs=2.5)
+    with pytest.raises(ValueError, match="random_ratio"):
+        noise_edges(n, 100, random_ratio=-1)
+
+
+def test_noise_builder_counts_the_other_builders_edges_and_statistics_record_it():
+    x = torch.randn(len(CORPUS), 2)
+    # noise listed first still runs last, on title_mention's 3 undirected edges
+    spec = {"noise": {"hubs": 1, "hub_degree": 2, "random_ratio": 0.5, "seed": 3}, "title_mention": {}}
+    out = run_builders(spec, CORPUS, x)
+    assert list(out) == ["title_mention", "noise"] and out.records["noise"]["clean_edges"] == 3
+    assert out.records["noise"]["random_edges"] == 2 and out["noise"].size(1) == 2 + 2
+    data = build_corpus_graph(CORPUS, x, out)
+    stats = graph_statistics(data)
+    assert stats["noise_hubs"] == 1 and stats["noise_hub_degree"] == 2 and stats["noise_random_edges"] == 2 and stats["noise_seed"] == 3
+    assert stats["edge_share_title_mention"] < 1.0 and stats["edge_share_noise"] > 0.0
+    clean = build_corpus_graph(CORPUS, x, run_builders({"title_mention": {}}, CORPUS, x))
+    assert edges(clean.edge_index) <= edges(data.edge_index)  # noise only adds
+    assert not any(k.startswith("noise_") for k in graph_statistics(clean))

@@ -56,15 +56,16 @@ def test_local_graphs_match_per_query_reference(max_expansion):
         assert set(map(tuple, mine.t().tolist())) == set(map(tuple, sub.t().tolist()))
 
 
-def reference_iso(scores_q, index, log_phi, k, cfg):
+def reference_iso(scores_q, index, log_phi, k, cfg, weight=None):
+    """One query, step by step; ``weight``: the local PPR follows ``index.edge_weight``."""
     pool_size = min(index.num_nodes, max(k, int(cfg["over_retrieval"] * k)))
     nodes, seeds = reference_candidates(scores_q, index.edge_index, cfg["num_seeds"], pool_size, cfg["max_expansion"])
     nodes_t = torch.tensor(nodes)
-    sub, _ = subgraph(nodes_t, index.edge_index, relabel_nodes=True)
-    local = IsoperimetricFilter(beta=cfg["beta"], phi="phi")(Data(edge_index=sub, log_phi=log_phi[nodes_t], num_nodes=len(nodes)))
+    sub, sub_weight = subgraph(nodes_t, index.edge_index, index.edge_weight if weight else None, relabel_nodes=True)
+    local = IsoperimetricFilter(beta=cfg["beta"], phi="phi")(Data(edge_index=sub, edge_weight=sub_weight, log_phi=log_phi[nodes_t], num_nodes=len(nodes)))
     r = torch.zeros(len(nodes))
     r[[nodes.index(s) for s in seeds]] = torch.softmax(cfg["tau"] * scores_q[seeds], 0)
-    pi = personalized_pagerank(local.edge_index, r, cfg["alpha"], tol=1e-9, max_iter=500).pi.squeeze(1)
+    pi = personalized_pagerank(local.edge_index, r, cfg["alpha"], tol=1e-9, max_iter=500, edge_weight=local.edge_weight).pi.squeeze(1)
     mm = lambda t: (t - t.min()) / (t.max() - t.min())
     fused = cfg["lambda_graph"] * mm(pi) + cfg["lambda_dense"] * mm(scores_q[nodes_t])
     top = fused.topk(k)
@@ -195,3 +196,45 @@ def test_bm25_ranks_lexical_matches_first():
     assert bm25.retrieve(Queries(["cat"], torch.zeros(1, 1)), k=10).indices.shape == (1, 4)
     with pytest.raises(ValueError, match="no indexable terms"):
         BM25Retriever(["a b", "the of"])
+
+
+def weighted_world():
+    graph, x, qe, log_phi = random_world()
+    gen = torch.Generator().manual_seed(5)
+    src, dst = graph.edge_index
+    # symmetric weights, spread over two orders of magnitude
+    weight = (10 ** (2 * torch.rand(graph.num_nodes, graph.num_nodes, generator=gen))).triu()
+    weight = (weight + weight.t())[src, dst]
+    return graph, x, qe, log_phi, weight
+
+
+def test_edge_weights_steer_local_and_global_ppr():
+    graph, x, qe, log_phi, weight = weighted_world()
+    queries = Queries([""] * qe.size(0), qe)
+    index = GraphIndex(graph.edge_index, x, edge_weight=weight)
+    weighted = ISORetriever(index, log_phi, tol=1e-9, max_iter=500, edge_weights=True, **CFG)
+    result = weighted.retrieve(queries, k=5)
+    scores = index.scores(qe)
+    assert torch.equal(weighted.up_edge_weight, index.edge_weight[torch.isin(
+        index.edge_index[0] * 100 + index.edge_index[1], index.up_edge_index[0] * 100 + index.up_edge_index[1])])
+    for q in range(qe.size(0)):
+        ids, values = reference_iso(scores[q], index, log_phi, 5, CFG, weight=True)
+        assert result.indices[q].tolist() == ids
+        assert torch.allclose(result.scores[q], values.float(), atol=1e-4)
+    plain = ISORetriever(index, log_phi, tol=1e-9, max_iter=500, **CFG).retrieve(queries, k=5)  # weights present, not asked for
+    ones = ISORetriever(GraphIndex(graph.edge_index, x, edge_weight=torch.ones_like(weight)), log_phi, tol=1e-9, max_iter=500,
+                        edge_weights=True, **CFG).retrieve(queries, k=5)
+    assert torch.equal(plain.indices, ones.indices) and torch.allclose(plain.scores, ones.scores, atol=1e-6)
+    assert not torch.allclose(plain.scores, result.scores, atol=1e-3)  # the weights do change the walk
+    ppr = GlobalPPRRetriever(index, num_seeds=3, alpha=0.6, tau=5.0, tol=1e-9, max_iter=500, edge_weights=True).retrieve(queries, 5)
+    for q in range(qe.size(0)):
+        seeds = scores[q].topk(3)
+        r = torch.zeros(x.size(0))
+        r[seeds.indices] = torch.softmax(5.0 * seeds.values, 0)
+        pi = personalized_pagerank(graph.edge_index, r, 0.6, tol=1e-9, max_iter=500, edge_weight=weight).pi.squeeze(1)
+        assert set(ppr.indices[q].tolist()) == set(pi.topk(5).indices.tolist())
+    with pytest.raises(ValueError, match="edge_weight"):
+        GraphIndex(graph.edge_index, x, edge_weight=-weight)
+    for make in (lambda i: ISORetriever(i, log_phi, edge_weights=True), lambda i: GlobalPPRRetriever(i, edge_weights=True)):
+        with pytest.raises(ValueError, match="edge weights"):
+            make(GraphIndex(graph.edge_index, x))

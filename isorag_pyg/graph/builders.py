@@ -1,6 +1,6 @@
 """Edge builders for the passage graph. Each returns a ``[2, E]`` long tensor of directed
-pairs over corpus rows; :func:`~isorag_pyg.graph.corpus_graph.build_corpus_graph` symmetrises
-and merges them."""
+pairs over corpus rows (weighted builders: that and an ``[E]`` weight);
+:func:`~isorag_pyg.graph.corpus_graph.build_corpus_graph` symmetrises and merges them."""
 from __future__ import annotations
 
 import itertools
@@ -9,6 +9,7 @@ from typing import Iterable, Sequence
 
 import ahocorasick
 import torch
+from torch_geometric.utils import coalesce
 
 from isorag_pyg.datasets.types import Passage, QADataset
 
@@ -120,3 +121,96 @@ def knn(x: torch.Tensor, k: int = 5, chunk_size: int = 4096, rows: torch.Tensor 
         sources.append(rows.repeat_interleave(k))
         targets.append(top.reshape(-1))
     return torch.stack([torch.cat(sources), torch.cat(targets)]).cpu()
+
+
+# a run of capitalised words, optionally joined by lower-case name particles ("Bishop of Elmham",
+# "Boso the Elder", "Ludwig van Beethoven"); apostrophes and hyphens stay inside a word, a dot
+# ends it (so "... Lotharingia. He ..." is two spans)
+_CAPITALISED_SPAN = re.compile(r"[A-Z][\w'’\-]*(?:\s+(?:(?:of|the|de|da|del|der|di|du|la|le|van|von)\s+)*[A-Z][\w'’\-]*)*")
+_PARTICLES = re.compile(r"\s+(?:(?:of|the|de|da|del|der|di|du|la|le|van|von)\s+)+")
+_POSSESSIVE = re.compile(r"(?:'s|’s|['’\-])+$")
+# sentence-initial function words that are capitalised but name nothing ("In Paris" -> "Paris")
+_LEADING_WORDS = frozenset(
+    "a an and as at after before but by during for from he her his however if in it its many most "
+    "of on one she since some that the their there these they this those to under when where which "
+    "while who with".split()
+)
+
+
+def entity_mentions(text: str, min_chars: int = 4) -> set[str]:
+    """Casefolded capitalised spans of ``text`` ("the name-like strings it mentions"): each span,
+    without leading function words or a possessive, and also its parts split at name particles
+    ("Lothair II of Lotharingia" -> itself, "lothair ii", "lotharingia")."""
+    found = set()
+    for match in _CAPITALISED_SPAN.finditer(text):
+        words = match.group().split()
+        while words and words[0].casefold() in _LEADING_WORDS:
+            words = words[1:]
+        if not words:
+            continue
+        span = " ".join(words)
+        for part in {span, *_PARTICLES.split(span)}:
+            part = _POSSESSIVE.sub("", part).casefold()
+            if len(part) >= min_chars and part not in _LEADING_WORDS:
+                found.add(part)
+    return found
+
+
+def entity_comention(
+    corpus: list[Passage],
+    max_df: int = 20,
+    min_chars: int = 4,
+    weighting: str = "none",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Passages ``u < v`` linked when they mention a common entity: a capitalised span of their
+    texts (:func:`entity_mentions`) or a passage's own title (without a parenthetical), shared
+    by at most ``max_df`` passages (its document frequency). Generic names ("American",
+    "Paris") are shared by many passages, so the larger ``max_df`` the more hub-like noise.
+
+    ``weighting`` scores the specificity of what an edge rests on: ``"none"`` (weight 1 per
+    linked pair), ``"count"`` (the number of shared entities), ``"inverse_df"`` (the sum of
+    ``1 / df`` over shared entities, as HippoRAG 2 divides a phrase node's weight by the
+    passages containing it) or ``"idf"`` (the sum of ``log(N / df)``).
+
+    Returns the edges (each pair once) and their weights.
+    """
+    if weighting not in ("none", "count", "inverse_df", "idf"):
+        raise ValueError(f"weighting must be 'none', 'count', 'inverse_df' or 'idf', got {weighting!r}")
+    if max_df < 2:
+        raise ValueError(f"max_df must be >= 2 (an entity links the passages that share it), got {max_df}")
+    n = len(corpus)
+    vocabulary: dict[str, int] = {}
+    rows, cols = [], []
+    for row, p in enumerate(corpus):
+        names = entity_mentions(p.text, min_chars)
+        for title in {p.title, _PARENTHETICAL.sub("", p.title)}:
+            if len(title) >= min_chars:
+                names.add(title.casefold())
+        for name in names:
+            rows.append(row)
+            cols.append(vocabulary.setdefault(name, len(vocabulary)))
+    if not rows:
+        return _as_edge_index([]), torch.empty(0)
+    rows_t, cols_t = torch.tensor(rows), torch.tensor(cols)
+    df = torch.bincount(cols_t, minlength=len(vocabulary)).double()
+    specific = (df[cols_t] >= 2) & (df[cols_t] <= max_df)
+    rows_t, cols_t = rows_t[specific], cols_t[specific]
+    if weighting == "inverse_df":
+        entity_weight = 1.0 / df
+    elif weighting == "idf":
+        entity_weight = torch.log(n / df)
+    else:
+        entity_weight = torch.ones_like(df)
+    # every pair of passages within an entity's group, weighted by that entity, summed per pair
+    order = torch.argsort(cols_t, stable=True)
+    rows_t, cols_t = rows_t[order], cols_t[order]
+    group_end = torch.searchsorted(cols_t, cols_t, right=True)
+    partners = group_end - torch.arange(cols_t.numel()) - 1  # later members of the same group
+    total = int(partners.sum())
+    position = torch.repeat_interleave(torch.arange(cols_t.numel()), partners, output_size=total)
+    offset = torch.arange(total) - (partners.cumsum(0) - partners)[position]
+    u, v = rows_t[position], rows_t[position + 1 + offset]
+    pairs = torch.stack([torch.minimum(u, v), torch.maximum(u, v)])
+    edge_index, w = coalesce(pairs, entity_weight[cols_t[position]], num_nodes=n, reduce="sum")
+    w = torch.ones(w.numel()) if weighting == "none" else w.float()
+    return edge_index, w

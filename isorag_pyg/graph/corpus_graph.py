@@ -2,20 +2,48 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Mapping, Union
 
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, degree, remove_self_loops, to_undirected
 
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.graph import builders
+from isorag_pyg.graph.noise import noise_edges
 
 log = logging.getLogger(__name__)
 
 #: Builders whose edges come from the evaluated questions themselves.
 LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
-BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn")
+BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "noise")
+
+#: A builder's output: directed pairs, or pairs and their weights (a weighted builder).
+BuilderEdges = Union[Tensor, tuple[Tensor, Tensor]]
+
+
+class GraphEdges(dict):
+    """Builder name -> edges (what :func:`run_builders` returns), plus ``records``: builder name ->
+    what it did beyond its edges (the noise builder's resolved counts and seed), which
+    :func:`build_corpus_graph` keeps on the graph and :func:`graph_statistics` reports."""
+
+    def __init__(self, *args: Any, records: Mapping[str, Mapping[str, Any]] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.records: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (records or {}).items()}
+
+
+def _edge_index_of(edges: BuilderEdges) -> Tensor:
+    return edges[0] if isinstance(edges, tuple) else edges
+
+
+def clean_undirected_edge_count(edges: Mapping[str, BuilderEdges], num_nodes: int) -> int:
+    """Undirected, self-loop-free, distinct edges in the union of the builders' edges."""
+    parts = [_edge_index_of(e) for e in edges.values()]
+    if not parts or not sum(p.size(1) for p in parts):
+        return 0
+    ei, _ = remove_self_loops(to_undirected(torch.cat(parts, dim=1), num_nodes=num_nodes))
+    return ei.size(1) // 2
 
 
 class EmptyGraphError(ValueError):
@@ -28,9 +56,14 @@ def run_builders(
     x: torch.Tensor,
     eval_questions: QADataset | None = None,
     train_questions: QADataset | None = None,
-) -> dict[str, torch.Tensor]:
-    """Run each named builder in ``spec`` (name -> keyword arguments) and return its edges."""
-    edges: dict[str, torch.Tensor] = {}
+) -> GraphEdges:
+    """Run each named builder in ``spec`` (name -> keyword arguments) and return its edges.
+
+    ``noise`` runs last, whatever its place in ``spec``: it adds seeded hub and random shortcut
+    edges to the other builders' graph (:func:`~isorag_pyg.graph.noise.noise_edges`, whose
+    ``random_ratio`` counts the clean edges), and its resolved parameters are recorded.
+    """
+    edges = GraphEdges()
     for name, kwargs in spec.items():
         kwargs = dict(kwargs or {})
         if name == "context_cooccurrence":
@@ -47,16 +80,28 @@ def run_builders(
             edges[name] = builders.title_mention(corpus, **kwargs)
         elif name == "knn":
             edges[name] = builders.knn(x, **kwargs)
+        elif name == "entity_comention":
+            edges[name] = builders.entity_comention(corpus, **kwargs)
+        elif name == "noise":
+            continue
         else:
             raise ValueError(f"unknown graph builder {name!r}; choose from {', '.join(BUILDER_NAMES)}")
+    if "noise" in spec:
+        clean = clean_undirected_edge_count(edges, len(corpus))
+        edges["noise"], record = noise_edges(len(corpus), clean, **dict(spec["noise"] or {}))
+        edges.records["noise"] = record
+        log.info("noise builder added %s", record)
     return edges
 
 
-def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[str, torch.Tensor]) -> Data:
+def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[str, BuilderEdges]) -> Data:
     """Merge builder edges into one undirected, coalesced, self-loop-free graph.
 
-    ``edge_weight`` counts the builders that produced an edge (each direction counted once);
-    ``edge_source`` is a bitmask over ``data.builders`` (bit ``i`` for builder ``i``).
+    ``edge_weight`` sums, over the builders that produced an edge, that builder's weight for it
+    (``1`` for an unweighted builder, so on unweighted builders it counts them; each direction
+    counted once); ``edge_source`` is a bitmask over ``data.builders`` (bit ``i`` for builder
+    ``i``). ``edges`` values are ``[2, E]`` pairs or ``(pairs, [E] weights)``; the ``records`` of
+    a :class:`GraphEdges` are kept as ``data.builder_records``.
     """
     n = len(corpus)
     if n == 0:
@@ -64,28 +109,35 @@ def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[st
     if x.dim() != 2 or x.size(0) != n:
         raise ValueError(f"x must be [num_passages={n}, dim], got {tuple(x.shape)}")
     names = list(edges)
-    parts, masks = [], []
+    parts, masks, weights = [], [], []
     for bit, name in enumerate(names):
-        ei = edges[name]
+        ei = _edge_index_of(edges[name])
+        w = edges[name][1].float() if isinstance(edges[name], tuple) else torch.ones(ei.size(1))
+        if w.numel() != ei.size(1) or (w.numel() and not (torch.isfinite(w).all() and (w >= 0).all())):
+            raise ValueError(f"builder {name!r} gave {w.numel()} weights for {ei.size(1)} edges, or weights that are negative or not finite")
         if ei.numel() and (ei.min() < 0 or ei.max() >= n):
             raise ValueError(f"builder {name!r} produced node ids outside [0, {n})")
-        ei, _ = remove_self_loops(to_undirected(ei, num_nodes=n))
+        ei, w = to_undirected(ei, w, num_nodes=n, reduce="max")
+        ei, w = remove_self_loops(ei, w)
         parts.append(ei)
+        weights.append(w)
         masks.append(torch.full((ei.size(1),), 1 << bit, dtype=torch.long))
     edge_index = torch.cat(parts, dim=1) if parts else torch.empty(2, 0, dtype=torch.long)
     source = torch.cat(masks) if masks else torch.empty(0, dtype=torch.long)
-    weight = torch.ones(source.numel())
+    weight = torch.cat(weights) if weights else torch.empty(0)
     edge_index, (weight, source) = coalesce(edge_index, [weight, source], num_nodes=n, reduce="sum")
     leak = any(name in LEAKY_BUILDERS for name in names)
     data = Data(x=x, edge_index=edge_index, edge_weight=weight, edge_source=source, num_nodes=n)
     data.passage_id = [p.id for p in corpus]
     data.builders = names
     data.leak = leak
+    data.builder_records = dict(getattr(edges, "records", {}))
     return data
 
 
 def graph_statistics(data: Data) -> dict[str, Any]:
-    """Nodes, undirected edges, isolated nodes, degree percentiles, share of edges per builder."""
+    """Nodes, undirected edges, isolated nodes, degree percentiles, share of edges per builder, and
+    each builder's record (``noise_hubs``, ``noise_hub_degree``, ``noise_random_edges``, ``noise_seed``, ...)."""
     n = data.num_nodes
     deg = degree(data.edge_index[0], n) if data.edge_index.numel() else torch.zeros(n)
     num_directed = data.edge_index.size(1)
@@ -101,4 +153,6 @@ def graph_statistics(data: Data) -> dict[str, Any]:
     for bit, name in enumerate(getattr(data, "builders", [])):
         has = ((data.edge_source >> bit) & 1).bool()
         stats[f"edge_share_{name}"] = float(has.float().mean()) if num_directed else 0.0
+    for name, record in getattr(data, "builder_records", {}).items():
+        stats.update({f"{name}_{key}": value for key, value in record.items()})
     return stats

@@ -376,7 +376,8 @@ class ISORAGIndex:
         """The corpus graph prepared for retrieval on ``device`` (built once per device)."""
         device = device_of(device)
         if device not in self._graph_index:
-            self._graph_index[device] = GraphIndex(self.graph.edge_index, self.embeddings, device, normalized=True)
+            self._graph_index[device] = GraphIndex(self.graph.edge_index, self.embeddings, device, normalized=True,
+                                                   edge_weight=self.graph.edge_weight)
         return self._graph_index[device]
 
     # ----------------------------------------------------------------------------- retrieval

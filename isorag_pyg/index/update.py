@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from isorag_pyg.datasets.types import Passage
-from isorag_pyg.graph import build_corpus_graph, graph_statistics, run_builders
+from isorag_pyg.graph import GraphEdges, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.builders import knn
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Graph builders that need the questions, which an index does not keep.
-QUESTION_BUILDERS = ("context_cooccurrence", "train_cooccurrence")
+#: Graph builders an update cannot follow: the questions' ones (an index does not keep the
+#: questions) and seeded noise (a benchmark device drawn over the whole corpus at once).
+NOT_UPDATABLE = ("context_cooccurrence", "train_cooccurrence", "noise")
 
 
 @dataclass
@@ -47,8 +48,9 @@ class UpdateReport:
 
 
 def check_updatable(index: "ISORAGIndex") -> None:
-    if used := [name for name in index.graph_spec if name in QUESTION_BUILDERS]:
-        raise ValueError(f"this index's graph uses {', '.join(used)}, built from questions the index does not keep: rebuild it instead")
+    if used := [name for name in index.graph_spec if name in NOT_UPDATABLE]:
+        raise ValueError(f"this index's graph uses {', '.join(used)}, which an update cannot follow (built from questions the index "
+                         "does not keep, or seeded noise over the whole corpus): rebuild it instead")
 
 
 def new_passages(index: "ISORAGIndex", passages: Sequence[Passage | Mapping[str, Any]]) -> tuple[list[Passage], int]:
@@ -76,7 +78,7 @@ def apply_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_
     if "knn" in index.graph_spec:
         knn_edges = updated_knn(index.knn_edges, old_to_new, x, added_rows, index.graph_spec["knn"])
         edges["knn"] = knn_edges
-    edges = {name: edges[name] for name in index.graph_spec}  # the builders' order, as in a rebuild
+    edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records)  # the builders' order, as in a rebuild
     data = build_corpus_graph(corpus, x, edges)
 
     old_edges = old_to_new[index.graph.edge_index]

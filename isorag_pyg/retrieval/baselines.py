@@ -71,6 +71,7 @@ class GlobalPPRRetriever:
     ``num_seeds`` by cosine, ``softmax(tau * s)``); passages are ranked by
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` (default: PPR alone, ties
     broken by dense score). The queries of a chunk are the columns of one ``[N, chunk]`` iterate.
+    With ``edge_weights`` the walk follows edges in proportion to the index's edge weights.
     """
 
     name = "ppr"
@@ -86,8 +87,10 @@ class GlobalPPRRetriever:
         tol: float = 1e-6,
         max_iter: int = 50,
         query_chunk: int | None = None,
+        edge_weights: bool = False,
     ):
         self.index = index
+        self.edge_weight = index.require_edge_weight() if edge_weights else None
         self.num_seeds, self.alpha, self.tau = num_seeds, alpha, tau
         self.lambda_graph, self.lambda_dense, self.tol, self.max_iter = lambda_graph, lambda_dense, tol, max_iter
         self.query_chunk = query_chunk
@@ -103,7 +106,8 @@ class GlobalPPRRetriever:
             teleport = torch.zeros(n, scores.size(0), device=scores.device)
             columns = torch.arange(scores.size(0), device=scores.device).unsqueeze(1).expand_as(seeds.indices)
             teleport[seeds.indices, columns] = teleport_weights(seeds.values, self.tau)
-            ppr = personalized_pagerank(self.index.edge_index, teleport, self.alpha, tol=self.tol, max_iter=self.max_iter)
+            ppr = personalized_pagerank(self.index.edge_index, teleport, self.alpha, tol=self.tol, max_iter=self.max_iter,
+                                        edge_weight=self.edge_weight)
             dense = row_minmax(scores)
             # the 1e-6 dense term breaks ties (e.g. unreachable passages) by the dense order
             fused = self.lambda_graph * row_minmax(ppr.pi.t()) + (self.lambda_dense + 1e-6) * dense

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import to_undirected
+from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from isorag_pyg.utils.csr import rowptr_from_sorted_rows
 from isorag_pyg.utils.isoperimetric import clean_edge_index
@@ -23,9 +23,13 @@ class GraphIndex:
         normalized: the embeddings are already unit-norm float32 (as an
             :class:`~isorag_pyg.ISORAGIndex` stores them), so they are used as they are, without
             a copy (a memory-mapped index stays mapped). (default: ``False``)
+        edge_weight: ``[E]`` non-negative edge weights; ``edge_weight`` then holds each edge's
+            weight aligned with ``edge_index`` (the two directions of an edge and duplicates are
+            merged by their mean), for retrievers that walk weighted edges. (default: ``None``)
     """
 
-    def __init__(self, edge_index: Tensor, embeddings: Tensor, device: torch.device | str = "cpu", normalized: bool = False):
+    def __init__(self, edge_index: Tensor, embeddings: Tensor, device: torch.device | str = "cpu", normalized: bool = False,
+                 edge_weight: Tensor | None = None):
         if embeddings.dim() != 2 or embeddings.size(0) == 0:
             raise ValueError(f"embeddings must be a non-empty [N, d] matrix, got {tuple(embeddings.shape)}")
         if not torch.isfinite(embeddings).all():
@@ -34,7 +38,13 @@ class GraphIndex:
         self.num_nodes = embeddings.size(0)
         if edge_index.numel() and int(edge_index.max()) >= self.num_nodes:
             raise ValueError(f"edge_index refers to node {int(edge_index.max())} but there are {self.num_nodes} passages")
-        edge_index = clean_edge_index(to_undirected(edge_index.long(), num_nodes=self.num_nodes), self.num_nodes)
+        if edge_weight is None:
+            edge_index = clean_edge_index(to_undirected(edge_index.long(), num_nodes=self.num_nodes), self.num_nodes)
+        else:
+            if edge_weight.numel() != edge_index.size(1) or not (torch.isfinite(edge_weight).all() and (edge_weight >= 0).all()):
+                raise ValueError(f"edge_weight must hold one finite, non-negative weight per edge ({edge_index.size(1)}), got {edge_weight.numel()}")
+            edge_index, edge_weight = to_undirected(edge_index.long(), edge_weight.float(), num_nodes=self.num_nodes, reduce="mean")
+            edge_index, edge_weight = coalesce(*remove_self_loops(edge_index, edge_weight), num_nodes=self.num_nodes, reduce="mean")
         self.edge_index = edge_index.to(self.device)
         self.rowptr = rowptr_from_sorted_rows(self.edge_index[0], self.num_nodes)
         self.col = self.edge_index[1]
@@ -48,11 +58,18 @@ class GraphIndex:
         self.up_reverse_id = torch.searchsorted(keys, dst[upward] * self.num_nodes + src[upward])
         self.up_rowptr = rowptr_from_sorted_rows(self.up_edge_index[0], self.num_nodes)
         self.up_col = self.up_edge_index[1]
+        self.edge_weight = None if edge_weight is None else edge_weight.to(self.device)
         if normalized and embeddings.dtype == torch.float32:
             self.embeddings = embeddings.to(self.device)
         else:
             self.embeddings = torch.nn.functional.normalize(embeddings.float(), dim=-1).to(self.device)
         self.dim = self.embeddings.size(1)
+
+    def require_edge_weight(self) -> Tensor:
+        """The edge weights, for a retriever asked to walk them."""
+        if self.edge_weight is None:
+            raise ValueError("edge_weights=True needs a graph with edge weights")
+        return self.edge_weight
 
     def scores(self, query_embeddings: Tensor) -> Tensor:
         """Cosine scores ``[Q, N]`` of unit-norm queries against every passage."""

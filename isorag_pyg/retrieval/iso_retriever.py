@@ -53,6 +53,8 @@ class ISORetriever:
         phi_mode: ``"real"`` or an ablation (:func:`~isorag_pyg.utils.ablate_log_phi`):
             ``"uniform"``, ``"shuffled"``, ``"random"``, seeded by ``seed``.
         query_chunk: queries per batched call (default: as many as fit a 256 MiB score block).
+        edge_weights: the local PPR follows edges in proportion to the index's edge weights
+            (default: unweighted); the filter itself reads only φ.
     """
 
     name = "iso"
@@ -75,6 +77,7 @@ class ISORetriever:
         max_iter: int = 50,
         seed: int = 0,
         query_chunk: int | None = None,
+        edge_weights: bool = False,
     ):
         if num_seeds < 1 or hops < 0 or max_expansion < 0:
             raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
@@ -86,6 +89,7 @@ class ISORetriever:
         if log_phi.numel() != index.num_nodes:
             raise ValueError(f"log_phi has {log_phi.numel()} values for {index.num_nodes} passages")
         self.log_phi = ablate_log_phi(log_phi.to(index.device), phi_mode, seed)
+        self.up_edge_weight = index.require_edge_weight()[index.up_edge_id] if edge_weights else None
         # φ is per node, so whether an edge survives the filter does not depend on the query:
         # decide it once for every corpus edge, then look it up for each local subgraph
         self.edge_keep = isoperimetric_keep_mask(self.index.up_edge_index, self.log_phi, beta)
@@ -115,7 +119,8 @@ class ISORetriever:
         teleport = torch.zeros(num_local, device=scores.device)
         seed_scores = scores.gather(1, local.seeds)
         teleport[local.seed_pos.reshape(-1)] = teleport_weights(seed_scores, self.tau).reshape(-1)
-        ppr = personalized_pagerank(local.edge_index[:, keep], teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter)
+        weight = None if self.up_edge_weight is None else self.up_edge_weight[local.edge_slot[keep]]
+        ppr = personalized_pagerank(local.edge_index[:, keep], teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter, weight)
         pi = ppr.pi.squeeze(1)
         dense = scores[local.batch, local.node]
         scaled = segment_minmax(torch.stack([pi, dense], 1), local.batch, local.ptr)
