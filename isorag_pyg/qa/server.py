@@ -30,9 +30,14 @@ def free_port() -> int:
 
 class LlamaServer:
     """Starts ``python -m llama_cpp.server`` on a free port of 127.0.0.1 and waits until it
-    answers ``/v1/models``; :meth:`stop` (or leaving the ``with`` block) ends it."""
+    answers ``/v1/models``; :meth:`stop` (or leaving the ``with`` block) ends it.
 
-    def __init__(self, model_path: str | Path, alias: str = "local-gguf", n_ctx: int = 4096, threads: int = 2,
+    ``threads`` defaults to one: llama.cpp's threads spin at barriers, and on a shared, busy
+    machine two of them ran 3-5 times slower than one (measured here); raise it on a machine of
+    your own. The server keeps the KV cache of the previous prompt, so a shared prefix (the
+    few-shot examples) is computed once."""
+
+    def __init__(self, model_path: str | Path, alias: str = "local-gguf", n_ctx: int = 4096, threads: int = 1,
                  startup_timeout: float = 120.0, log_path: str | Path | None = None):
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
