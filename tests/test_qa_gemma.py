@@ -183,3 +183,18 @@ def test_server_dying_mid_run_is_a_clear_error_and_keeps_the_answers(llama_serve
         metrics, _ = answer_questions(resumed, template, qs, passages)
     assert resumed.calls == len(qs) - kept and metrics["qa_questions"] == len(qs)
     assert len(cached_lines(cache)) == len(qs)
+
+
+@pytest.mark.llama_server
+def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemma_gguf, tmp_path):
+    overrides = [arg for o in SMALL[:5] for arg in ("--override", o)]
+    cmd = [sys.executable, "benchmarks/qa.py", "--datasets", "synthetic", "--max-questions", "3", "--rows", "closed_book", "dense", "oracle",
+           "--agreement", "1", *overrides]
+    done = subprocess.run(cmd, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "qa.json").read_text())
+    assert result["complete"] and result["results"]["synthetic"]["n_questions"] == 3
+    rows = result["results"]["synthetic"]["templates"]["fewshot"]
+    assert set(rows) == {"closed_book", "dense", "oracle"} and rows["oracle"]["answer_in_passages"] >= rows["closed_book"]["answer_in_passages"]
+    assert all(len(r["answers"]) == 3 and r["avg_prompt_tokens"] > 200 for r in rows.values())
+    assert result["results"]["synthetic"]["agreement"]["prompts"] == 3
