@@ -29,3 +29,24 @@ def shared_data() -> Path:
             pytest.fail(f"shared datasets required in CI but not found at {path}")
         pytest.skip(f"shared datasets not found at {path}")
     return path
+
+
+@pytest.fixture(scope="session")
+def gemma_gguf() -> Path:
+    """The packaged Gemma 3 270M GGUF (the [qa] extra, pulled in by [dev]), assembled once into
+    $ISORAG_MODEL_DIR or ~/.cache/isorag_pyg/models, outside the repository."""
+    from isorag_pyg.qa.models import packaged_gemma
+
+    return packaged_gemma()
+
+
+@pytest.fixture(scope="session")
+def llama_server_installed() -> None:
+    """llama-cpp-python[server] is built from source (.ci/run caches its wheel): a missing server
+    fails where ISORAG_REQUIRE_LLAMA_SERVER=1 (CI sets it after installing the wheel), skips elsewhere."""
+    try:
+        import llama_cpp.server  # noqa: F401
+    except ImportError:
+        if os.environ.get("ISORAG_REQUIRE_LLAMA_SERVER") == "1":
+            pytest.fail("llama-cpp-python[server] is required (ISORAG_REQUIRE_LLAMA_SERVER=1) but not installed")
+        pytest.skip("llama-cpp-python[server] not installed (.ci/run builds and installs its wheel)")

@@ -143,7 +143,31 @@ def test_local_transformers_generator(tmp_path):
     gen = TransformersGenerator(str(tmp_path), max_new_tokens=3)
     metrics, rows = answer_questions(gen, TEMPLATE, qs, passages)
     assert metrics["qa_questions"] == 2 and all(isinstance(r["answer"], str) for r in rows)
-    expected = len(tokenizer("\n\n".join(m["content"] for m in TEMPLATE.messages(qs[0].text, passages[0]))).input_ids)
+    expected = len(tokenizer("\n\n".join(m["content"] for m in TEMPLATE.request(qs[0].text, passages[0]))).input_ids)
     assert rows[0]["prompt_tokens"] == expected and "local model" in metrics["prompt_token_counter"]
     with pytest.raises(GeneratorError, match="no local model"):
         TransformersGenerator(str(tmp_path / "missing"))
+
+
+def test_completion_template_for_base_models():
+    shot = {"question": "Who wrote Emma?", "answer": "Jane Austen", "passages": [{"title": "Emma", "text": "Emma is a novel by Jane Austen."}]}
+    template = PromptTemplate(user="{passages}\nQuestion: {question}\nAnswer:", passage="{title}: {text}", passage_separator="\n",
+                              instruction="Answer briefly.", examples=(shot,))
+    passages = [Passage("1", "A", "first"), Passage("2", "B", "second")]
+    assert template.request("Q?", passages) == ("Answer briefly.\n\nEmma: Emma is a novel by Jane Austen.\nQuestion: Who wrote Emma?\nAnswer: Jane Austen"
+                                                "\n\nA: first\nB: second\nQuestion: Q?\nAnswer:")
+    reversed_order = PromptTemplate(**{**template.__dict__, "passage_order": "reversed", "examples": ()})
+    assert reversed_order.request("Q?", passages).endswith("B: second\nA: first\nQuestion: Q?\nAnswer:")
+    assert reversed_order.request("Q?", []) == "Answer briefly.\n\nQuestion: Q?\nAnswer:"  # closed book: no empty passage block
+    assert isinstance(TEMPLATE.request("Q?", passages), list)  # a system text: chat messages
+    with pytest.raises(ValueError, match="one-line"):
+        PromptTemplate(user="{question}", passage="{text}", examples=({"question": "q", "answer": "two\nlines"},))
+    with pytest.raises(ValueError, match="passage_order"):
+        PromptTemplate(user="{question}", passage="{text}", passage_order="random")
+
+
+def test_first_answer_cuts_at_the_stop_string():
+    from isorag_pyg.qa.prompt import first_answer
+
+    assert first_answer(" Paris\nQuestion: next", ["\n"]) == "Paris"
+    assert first_answer(" Paris ", None) == "Paris"

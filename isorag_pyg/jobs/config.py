@@ -12,6 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 from isorag_pyg.datasets import QADataset, generate_synthetic_dataset, load_qa_dataset
 from isorag_pyg.datasets.download import download_hipporag_files
 from isorag_pyg.encoders import SentenceEncoder
+from isorag_pyg.qa.generators import Generator, OpenAIChatGenerator, TransformersGenerator
+from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.training.config import FThetaConfig
 from isorag_pyg.utils.device import device_of
 from isorag_pyg.utils.isoperimetric import PhiSpec
@@ -99,3 +101,17 @@ def retriever_knobs(rcfg: DictConfig) -> tuple[str, str, dict[str, Any]]:
     """(label, retriever name for :meth:`ISORAGIndex.retriever`, knobs) of a ``conf/retriever`` file."""
     knobs = {k: v for k, v in plain(rcfg).items() if k not in RETRIEVER_META}
     return rcfg.name, rcfg.kind, knobs
+
+
+def generator(cfg: DictConfig, out_dir: Path) -> Generator:
+    """The generator that ``cfg`` (a ``conf/qa`` config) names; the one place that reads it.
+    ``qa.model_path: null`` (transformers) is the packaged Gemma 3 270M GGUF."""
+    stop = list(cfg.stop) if cfg.get("stop") else None
+    if cfg.kind == "openai":
+        cache = cfg.get("cache_path") or out_dir / "qa_answers.jsonl"
+        return OpenAIChatGenerator(cfg.base_url, cfg.model, cfg.api_key_env, cfg.concurrency, cfg.max_retries, cfg.timeout,
+                                   cfg.backoff, cfg.temperature, cfg.max_tokens, cache, stop)
+    if cfg.kind == "transformers":
+        model_path = cfg.get("model_path") or packaged_gemma()
+        return TransformersGenerator(model_path, cfg.max_tokens, cfg.get("device"), cfg.get("batch_size", 8), stop)
+    raise ValueError(f"unknown qa.kind {cfg.kind!r}; choose openai or transformers")

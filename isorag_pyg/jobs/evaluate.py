@@ -23,7 +23,7 @@ from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.indexing import dataset_index, process_rank
 from isorag_pyg.qa.prompt import PromptTemplate
-from isorag_pyg.qa.runner import answer_questions, build_generator
+from isorag_pyg.qa.runner import answer_questions
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def question_position(questions: list, wanted: Any) -> int:
 
 def answer_with_llm(cfg: DictConfig, inputs: EvaluationInputs, result: RetrievalResult, out_dir: Path) -> dict[str, Any]:
     """Ask ``cfg.qa``'s generator each question with its top ``qa.top_k`` passages; EM/F1/prompt tokens."""
-    generator = build_generator(cfg.qa, out_dir)
+    generator = conf.generator(cfg.qa, out_dir)
     template = PromptTemplate(**conf.plain(cfg.qa.template))
     passages = [[inputs.index.passages[i] for i in row[: cfg.qa.top_k]] for row in result.indices.tolist()]
     metrics, rows = answer_questions(generator, template, inputs.dataset.questions, passages)

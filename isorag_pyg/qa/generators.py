@@ -1,4 +1,5 @@
-"""Answer generators: any OpenAI-compatible chat server, or a local transformers model."""
+"""Answer generators: any OpenAI-compatible server (chat or completions), or a local transformers
+model (a folder or a GGUF file)."""
 from __future__ import annotations
 
 import logging
@@ -12,6 +13,7 @@ from typing import Any, Protocol
 from tqdm import tqdm
 
 from isorag_pyg.qa.cache import AnswerCache, request_key
+from isorag_pyg.qa.prompt import Request, first_answer
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +25,12 @@ class GeneratorError(RuntimeError):
 class Generator(Protocol):
     token_counter: str
 
-    def generate(self, requests: list[list[dict[str, str]]]) -> list[dict[str, Any]]: ...
+    def generate(self, requests: list[Request]) -> list[dict[str, Any]]: ...
 
 
 class OpenAIChatGenerator:
-    """Chat completions from an OpenAI-compatible server (vLLM, Ollama, llama.cpp, hosted APIs).
+    """Answers from an OpenAI-compatible server (vLLM, Ollama, llama.cpp, hosted APIs): chat
+    completions for chat messages, plain completions for a prompt string (a base model).
 
     The API key is read from the environment variable ``api_key_env`` and never logged or
     written. Requests run ``concurrency`` at a time; 429, 5xx, timeouts, connection errors and
@@ -35,7 +38,8 @@ class OpenAIChatGenerator:
     Every answer is appended to the ``cache_path`` JSONL file as it arrives, so a rerun (or a
     resumed, interrupted run) sends only the requests that have no answer yet.
 
-    Prompt tokens are the server's own count (``usage.prompt_tokens``).
+    Prompt tokens are the server's own count (``usage.prompt_tokens``). ``stop`` strings end
+    the generation (sent to the server, and applied again to its text).
     """
 
     token_counter = "server usage.prompt_tokens (the generator's tokenizer)"
@@ -52,6 +56,7 @@ class OpenAIChatGenerator:
         temperature: float = 0.0,
         max_tokens: int = 64,
         cache_path: str | Path | None = None,
+        stop: list[str] | None = None,
     ):
         import openai
 
@@ -59,7 +64,9 @@ class OpenAIChatGenerator:
         self.base_url, self.model = base_url, model
         self.client = openai.OpenAI(base_url=base_url, api_key=os.environ.get(api_key_env) or "EMPTY", timeout=timeout, max_retries=0)
         self.concurrency, self.max_retries, self.backoff = concurrency, max_retries, backoff
-        self.params = {"temperature": temperature, "max_tokens": max_tokens}
+        self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+        if stop:
+            self.params["stop"] = list(stop)
         self.cache = AnswerCache(cache_path)
         self.calls = 0
 
@@ -71,19 +78,26 @@ class OpenAIChatGenerator:
             return err.status_code == 429 or err.status_code >= 500
         return isinstance(err, (ValueError, KeyError, AttributeError, IndexError, TypeError))  # malformed body
 
-    def _ask(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        key = request_key(self.model, messages, self.params)
+    def _complete(self, request: Request) -> tuple[Any, Any]:
+        """One call: (response, its generated text)."""
+        if isinstance(request, str):
+            response = self.client.completions.create(model=self.model, prompt=request, **self.params)
+            return response, response.choices[0].text
+        response = self.client.chat.completions.create(model=self.model, messages=request, **self.params)
+        return response, response.choices[0].message.content
+
+    def _ask(self, request: Request) -> dict[str, Any]:
+        key = request_key(self.model, request, self.params)
         if (hit := self.cache.get(key)) is not None:
             return hit
         for attempt in range(self.max_retries + 1):
             try:
                 self.calls += 1
-                response = self.client.chat.completions.create(model=self.model, messages=messages, **self.params)
-                answer = response.choices[0].message.content
+                response, answer = self._complete(request)
                 if not isinstance(answer, str):
-                    raise ValueError("response has no message content")
+                    raise ValueError("response has no generated text")
                 usage = getattr(response, "usage", None)
-                record = {"key": key, "answer": answer.strip(), "prompt_tokens": getattr(usage, "prompt_tokens", None)}
+                record = {"key": key, "answer": first_answer(answer, self.params.get("stop")), "prompt_tokens": getattr(usage, "prompt_tokens", None)}
                 self.cache.put(record)
                 return record
             except Exception as err:  # noqa: BLE001 - classified below
@@ -96,38 +110,69 @@ class OpenAIChatGenerator:
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def generate(self, requests: list[list[dict[str, str]]]) -> list[dict[str, Any]]:
+    def generate(self, requests: list[Request]) -> list[dict[str, Any]]:
         """One record (``answer``, ``prompt_tokens``) per request, in request order."""
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             return list(tqdm(pool.map(self._ask, requests), total=len(requests), desc="generating", leave=False))
 
 
 class TransformersGenerator:
-    """A local causal LM by path (``transformers``), greedy decoding, prompt tokens counted with
-    its own tokenizer."""
+    """A local causal LM through transformers: a model folder, or a ``.gguf`` file (de-quantized;
+    see :func:`~isorag_pyg.qa.models.load_gguf`). Greedy decoding in batches of ``batch_size``
+    prompts of similar length, left-padded; generation ends at ``max_new_tokens`` or, per prompt,
+    at the first ``stop`` string. Chat messages go through the tokenizer's chat template (joined
+    by blank lines if it has none); a prompt string is tokenized as is. Prompt tokens are counted
+    with the model's own tokenizer."""
 
     token_counter = "the local model's tokenizer"
 
-    def __init__(self, model_path: str, max_new_tokens: int = 64, device: str | None = None):
+    def __init__(self, model_path: str | Path, max_new_tokens: int = 64, device: str | None = None, batch_size: int = 8,
+                 stop: list[str] | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if not Path(model_path).exists():
+        from isorag_pyg.qa.models import load_gguf
+
+        path = Path(model_path)
+        if not path.exists():
             raise GeneratorError(f"no local model at {model_path}")
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path)
+        if path.suffix == ".gguf":
+            self.tokenizer, self.model = load_gguf(path)
+        else:
+            self.tokenizer, self.model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
         if device:
             self.model.to(device)
-        self.max_new_tokens = max_new_tokens
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.max_new_tokens, self.batch_size, self.stop = max_new_tokens, batch_size, list(stop or [])
 
-    def generate(self, requests: list[list[dict[str, str]]]) -> list[dict[str, Any]]:
-        out = []
-        for messages in tqdm(requests, desc="generating", leave=False):
-            if self.tokenizer.chat_template:
-                ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-            else:
-                ids = self.tokenizer("\n\n".join(m["content"] for m in messages), return_tensors="pt").input_ids
-            ids = ids.to(self.model.device)
-            generated = self.model.generate(ids, max_new_tokens=self.max_new_tokens, do_sample=False)
-            answer = self.tokenizer.decode(generated[0, ids.shape[1]:], skip_special_tokens=True)
-            out.append({"answer": answer.strip(), "prompt_tokens": int(ids.shape[1])})
+    def encode(self, request: Request) -> list[int]:
+        """The prompt's token ids, as the model sees them."""
+        if isinstance(request, str):
+            return self.tokenizer(request).input_ids
+        if self.tokenizer.chat_template:
+            text = self.tokenizer.apply_chat_template(request, add_generation_prompt=True, tokenize=False)
+            return self.tokenizer(text, add_special_tokens=False).input_ids
+        return self.tokenizer("\n\n".join(m["content"] for m in request)).input_ids
+
+    def _generate_batch(self, prompts: list[list[int]]) -> list[str]:
+        import torch
+
+        batch = self.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt").to(self.model.device)
+        extra = {"stop_strings": self.stop, "tokenizer": self.tokenizer} if self.stop else {}
+        with torch.no_grad():
+            out = self.model.generate(**batch, max_new_tokens=self.max_new_tokens, do_sample=False,
+                                      pad_token_id=self.tokenizer.pad_token_id, **extra)
+        width = batch["input_ids"].shape[1]
+        return [first_answer(self.tokenizer.decode(row[width:], skip_special_tokens=True), self.stop) for row in out]
+
+    def generate(self, requests: list[Request]) -> list[dict[str, Any]]:
+        """One record (``answer``, ``prompt_tokens``) per request, in request order."""
+        ids = [self.encode(r) for r in requests]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out: list[dict[str, Any]] = [{} for _ in ids]
+        for start in tqdm(range(0, len(order), self.batch_size), desc="generating", leave=False):
+            chunk = order[start:start + self.batch_size]
+            for i, answer in zip(chunk, self._generate_batch([ids[i] for i in chunk])):
+                out[i] = {"answer": answer, "prompt_tokens": len(ids[i])}
         return out

@@ -1,32 +1,19 @@
 """Score a generator on questions with their retrieved passages: EM, F1 and prompt tokens."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from isorag_pyg.datasets.types import Passage, Question
-from isorag_pyg.qa.generators import Generator, OpenAIChatGenerator, TransformersGenerator
+from isorag_pyg.qa.generators import Generator
 from isorag_pyg.qa.metrics import exact_match, token_f1
 from isorag_pyg.qa.prompt import PromptTemplate
-
-
-def build_generator(cfg: DictConfig, out_dir: Path) -> Generator:
-    if cfg.kind == "openai":
-        cache = cfg.get("cache_path") or out_dir / "qa_answers.jsonl"
-        return OpenAIChatGenerator(cfg.base_url, cfg.model, cfg.api_key_env, cfg.concurrency, cfg.max_retries, cfg.timeout,
-                                   cfg.backoff, cfg.temperature, cfg.max_tokens, cache)
-    if cfg.kind == "transformers":
-        return TransformersGenerator(cfg.model_path, cfg.max_tokens, cfg.get("device"))
-    raise ValueError(f"unknown qa.kind {cfg.kind!r}; choose openai or transformers")
 
 
 def answer_questions(
     generator: Generator, template: PromptTemplate, questions: list[Question], passages: list[list[Passage]]
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Ask every question with its passages; returns metrics and one record per question."""
-    records = generator.generate([template.messages(q.text, p) for q, p in zip(questions, passages)])
+    records = generator.generate([template.request(q.text, p) for q, p in zip(questions, passages)])
     rows = []
     for q, record in zip(questions, records):
         rows.append({"id": q.id, "answer": record["answer"], "gold": q.answers, "em": exact_match(record["answer"], q.answers),
