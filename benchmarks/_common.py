@@ -25,7 +25,8 @@ def eval_config(*overrides: str) -> DictConfig:
     """The ``eval`` config with overrides (no hydra run directory: output goes to a temp dir)."""
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("eval", overrides=[f"paths.output_dir={tempfile.mkdtemp(prefix='isorag-bench-')}",
-                                         f"++dataset.data_dir={DATA_DIR}", "encoder.show_progress=false", *overrides])
+                                         f"++dataset.data_dir={DATA_DIR}", "encoder.show_progress=false",
+                                         "train_f_theta=true", *overrides])  # the scripts compare φ with and without f_θ's volumes
     return cfg
 
 

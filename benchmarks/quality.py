@@ -12,9 +12,9 @@ grid order; the JSON records which questions that was chosen on); with ``--tuned
 and global PPR is also run as conf/retriever/ppr_dev_<dataset>.yaml: knobs chosen on these same
 dev questions, so those scores are IN-SAMPLE (tune_iso.py's cross-validation says how much of it
 is selection). ``--ablation-seeds N`` runs the shuffled and random φ ablations with seeds 0..N-1,
-and real φ must beat every one of them. Every run also reports ``iso_p0``: ISO-RAG with p = 0,
-where every volume is 1 and φ counts nodes, so the ball coordinates (f_θ) play no part; it is a
-control for the hyperbolic geometry, outside the issue's bar.
+and real φ must beat every one of them. Every run also reports ISO-RAG with the other volume
+exponent: ``iso_p1`` (f_θ's hyperbolic volumes) when the knobs use p = 0 (node counts, the
+default), ``iso_p0`` when they use p > 0: the control for the hyperbolic geometry.
 
 ``context_cooccurrence`` builds the graph from the evaluated questions' own contexts: it is
 reported separately, labelled LEAK, and is not a held-out result. Writes
@@ -70,7 +70,8 @@ def retrievers(dataset: str, knobs: dict, tuned_on_dev: bool, ablation_seeds: in
         for seed in range(1 if mode == "uniform" else ablation_seeds):
             label = f"iso_{mode}" + (f"_seed{seed}" if seed else "")
             plan[label] = retriever_config(iso_name, **knobs, phi_mode=mode, seed=seed)
-    plan["iso_p0"] = retriever_config(iso_name, **{**knobs, "p": 0.0})  # knobs tuned over p (round4) hold a p of their own
+    other_p = 1.0 if float(plan["iso"].get("p", 0.0)) == 0.0 else 0.0  # the other φ: hyperbolic volumes or node counts
+    plan[f"iso_p{other_p:g}"] = retriever_config(iso_name, **{**knobs, "p": other_p})
     return plan
 
 
@@ -126,7 +127,7 @@ def summarise(dataset: str, graph: str, inputs, scores: dict[str, dict[str, floa
         "n_questions": len(inputs.queries), "metrics": scores,
         "iso_beats_dense_r5": iso > r5["dense"], "iso_beats_ppr_r5": all(iso > r5[p] for p in ppr_labels),
         "real_phi_beats_ablations_r5": all(iso > r5[a] for a in ablations),
-        "real_phi_beats_geometry_free_p0_r5": iso > r5["iso_p0"],
+        "iso_beats_other_phi_exponent_r5": all(iso > r5[label] for label in ("iso_p0", "iso_p1") if label in r5),
     }
     label = "LEAK " if entry["leak"] else ""
     print(f"\n{dataset} / {graph} {label}({entry['n_questions']} dev questions)")

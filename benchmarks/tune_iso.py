@@ -66,6 +66,14 @@ GRIDS = {
         "beta": [0.01, 0.05, 0.1, 0.2, 0.3, 0.5],
         "phi_mode": ["real", "uniform"],
     },
+    # the embedded synthetic corpus's own knobs (conf/dataset/synthetic.yaml), tuned on its training questions
+    "synthetic": {
+        "alpha": [0.5, 0.85],
+        "hops": [1, 2],
+        "p": [0.0, 1.0],
+        "beta": [0.01, 0.05, 0.1, 0.2, 0.3, 0.4],
+        "phi_mode": ["real", "uniform"],
+    },
 }
 OUTPUT = {("round2", "train"): "tuning.json", ("round3", "train"): "tuning_round3.json"}
 # global PPR gets the same chance: its teleport probability and fusion weight, on the same questions

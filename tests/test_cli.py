@@ -30,7 +30,7 @@ def built(tmp_path_factory) -> Path:
     for name, text in DOCS.items():
         (root / "docs" / name).parent.mkdir(parents=True, exist_ok=True)
         (root / "docs" / name).write_text(text)
-    done = isorag("index", str(root / "docs"), str(root / "index"), "--epochs", "2", "--quiet")
+    done = isorag("index", str(root / "docs"), str(root / "index"), "--epochs", "2", "--p", "1", "--quiet")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "4 passages" in done.stdout and "[INFO]" not in done.stdout and "Traceback" not in done.stderr
     return root / "index"

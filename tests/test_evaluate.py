@@ -47,21 +47,24 @@ def test_compare_writes_metrics_traces_and_case_study(tmp_path):
 
 def test_index_is_built_once_then_cached(tmp_path):
     cache = f"encoder.cache_dir={tmp_path / 'cache'}"
-    a = evaluate(tmp_path / "a", "traces=false", cache)
-    b = evaluate(tmp_path / "b", "traces=false", cache)
+    a = evaluate(tmp_path / "a", "traces=false", cache, "phi.p=1")
+    b = evaluate(tmp_path / "b", "traces=false", cache, "phi.p=1")
     assert len(list((tmp_path / "cache" / "indexes").iterdir())) == 1
     assert (tmp_path / "a" / "f_theta").is_dir() and not (tmp_path / "b" / "f_theta").exists()
-    assert a["retrievers"]["iso"]["recall@5"] == b["retrievers"]["iso"]["recall@5"]
-    evaluate(tmp_path / "c", "traces=false", cache, "phi.shell_floor=2.0")  # another φ recipe: another index
+    assert a["retriever"] == "iso_synthetic" and a["recall@5"] == b["recall@5"]  # the synthetic corpus's own tuned knobs
+    evaluate(tmp_path / "c", "traces=false", cache, "phi.p=1", "phi.shell_floor=2.0")  # another φ recipe: another index
     assert len(list((tmp_path / "cache" / "indexes").iterdir())) == 2
 
 
-def test_p_zero_needs_no_f_theta(tmp_path):
-    summary = evaluate(tmp_path, "phi.p=0", "traces=false", f"encoder.cache_dir={tmp_path / 'cache'}")
-    assert not (tmp_path / "f_theta").exists() and summary["phi"]["p"] == 0.0
+def test_f_theta_is_trained_only_when_phi_needs_it(tmp_path):
+    summary = evaluate(tmp_path / "default", "traces=false", f"encoder.cache_dir={tmp_path / 'cache'}")  # φ: p = 0
+    assert not (tmp_path / "default" / "f_theta").exists() and summary["phi"]["p"] == 0.0
     index = ISORAGIndex.load(next((tmp_path / "cache" / "indexes").iterdir()))
     assert index.z is None and index.f_theta is None
     assert 0.0 < summary["recall@5"] <= 1.0
+    # a retriever that asks for f_θ's volumes gets an index with them (train_f_theta: auto)
+    evaluate(tmp_path / "p1", "traces=false", f"encoder.cache_dir={tmp_path / 'cache'}", "+retriever.p=1.0")
+    assert (tmp_path / "p1" / "f_theta").is_dir() and len(list((tmp_path / "cache" / "indexes").iterdir())) == 2
 
 
 def test_leaky_graph_is_labelled(tmp_path):
@@ -79,7 +82,8 @@ def test_evaluates_the_index_train_py_saved(tmp_path):
     assert summary["index"] == str(saved) and 0.0 <= summary["recall@5"] <= 1.0
     # the saved index's own φ is what retrieval used
     index = ISORAGIndex.load(saved)
-    assert summary["retrievers"]["iso"]["recall@5"] == evaluate_index(tmp_path / "again", index)
+    assert index.knobs["iso"]["hops"] == 2 and index.knobs["iso"]["beta"] == 0.3  # train.py stored iso_synthetic's knobs
+    assert summary["retrievers"]["iso_synthetic"]["recall@5"] == evaluate_index(tmp_path / "again", index)
     with pytest.raises(ValueError, match="another corpus"):
         evaluate(tmp_path / "other", f"index={saved}", "dataset.generator.seed=7", "traces=false")
 
@@ -90,7 +94,7 @@ def evaluate_index(tmp_path, index) -> float:
     from isorag_pyg.jobs.evaluate import prepare_evaluation
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", *SMALL, "traces=false", "phi.p=0"])
+        cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", *SMALL, "traces=false"])
     inputs = prepare_evaluation(cfg)
     return evaluate_retrievers({"iso": index.retriever("iso")}, inputs.queries, inputs.gold)["iso"].metrics["recall@5"]
 

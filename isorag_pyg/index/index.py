@@ -184,7 +184,7 @@ class ISORAGIndex:
         passages: Sequence[Passage | Mapping[str, Any]],
         encoder: str | TextEncoder = DEFAULT_ENCODER,
         graph: Mapping[str, Mapping[str, Any] | None] | None = None,
-        f_theta: FThetaConfig | PoincareEncoder | None = FThetaConfig(),
+        f_theta: FThetaConfig | PoincareEncoder | None | str = "auto",
         phi: PhiSpec = PhiSpec(),
         questions: QADataset | None = None,
         train_questions: QADataset | None = None,
@@ -203,13 +203,18 @@ class ISORAGIndex:
             graph: builder name -> arguments (default: ``{"title_mention": {}}``; see
                 :func:`~isorag_pyg.graph.run_builders`).
             f_theta: how f_θ is trained, or an f_θ already trained (used as it is); ``None``:
-                no f_θ (then ``phi.p`` must be 0).
+                no f_θ (then ``phi.p`` must be 0); ``"auto"``: the default training when ``phi``
+                needs coordinates (``p > 0``), else none. (default: ``"auto"``)
             phi: the φ recipe (default: :class:`PhiSpec`'s).
             questions, train_questions: only for the co-occurrence graph builders.
             work_dir, logger, ckpt_path: f_θ checkpoints directory, Lightning logger, resume.
             progress: show progress bars.
         """
         corpus = as_passages(passages)
+        if isinstance(f_theta, str):
+            if f_theta != "auto":
+                raise ValueError(f"f_theta must be an FThetaConfig, a PoincareEncoder, None or 'auto', got {f_theta!r}")
+            f_theta = FThetaConfig() if phi.needs_coordinates else None
         if f_theta is None and phi.needs_coordinates:
             raise ValueError(f"φ with p = {phi.p} needs f_θ: pass f_theta=FThetaConfig() or phi=PhiSpec(p=0)")
         spec = {name: dict(kwargs or {}) for name, kwargs in (graph if graph is not None else DEFAULT_GRAPH).items()}
@@ -391,7 +396,8 @@ class ISORAGIndex:
         """
         if name not in RETRIEVERS:
             raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}")
-        knobs = {**self.knobs.get(name, {}), **knobs}
+        stored = self.knobs.get(name, self.knobs.get("iso", {}) if name.startswith("iso_") else {})  # ablations share ISO-RAG's knobs
+        knobs = {**stored, **knobs}
         if name == "bm25":
             if knobs:
                 return BM25Retriever([p.content for p in self.passages], **_check_knobs(BM25Retriever, knobs, name))

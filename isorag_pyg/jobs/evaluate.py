@@ -21,7 +21,7 @@ from isorag_pyg.evaluation.compare import evaluate_retrievers, time_retrieval
 from isorag_pyg.evaluation.sharded import sharded_retrieve
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.jobs import config as conf
-from isorag_pyg.jobs.indexing import dataset_index, process_rank
+from isorag_pyg.jobs.indexing import dataset_index, needs_f_theta, process_rank
 from isorag_pyg.qa.prompt import PromptTemplate
 from isorag_pyg.qa.runner import answer_questions
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
@@ -45,13 +45,14 @@ class EvaluationInputs:
         return self.index.retriever(name, device=rcfg.get("device", "auto"), **{**knobs, **overrides})
 
 
-def prepare_evaluation(cfg: DictConfig, out_dir: Path | None = None) -> EvaluationInputs:
-    """Load the dataset, open or build its index, encode the (first ``max_questions``) questions."""
+def prepare_evaluation(cfg: DictConfig, out_dir: Path | None = None, retrievers: list[DictConfig] | None = None) -> EvaluationInputs:
+    """Load the dataset, open or build its index, encode the (first ``max_questions``) questions.
+    ``retrievers`` (default: ``cfg.retriever``) tell whether the index needs f_θ."""
     out_dir = Path(out_dir if out_dir is not None else cfg.paths.output_dir)
     eval_ds, train_ds = conf.split_datasets(cfg)
     if cfg.get("max_questions"):
         eval_ds.questions = eval_ds.questions[: cfg.max_questions]
-    index = dataset_index(cfg, eval_ds, train_ds, out_dir)
+    index = dataset_index(cfg, eval_ds, train_ds, out_dir, needs_f_theta(cfg, retrievers if retrievers is not None else [cfg.retriever]))
     gold = [{index.passages.row_of(g) for g in q.gold_ids} for q in eval_ds.questions]
     texts = [q.text for q in eval_ds.questions]
     start = time.perf_counter()
@@ -127,8 +128,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate the configured retriever(s); writes ``metrics.json`` (and ``metrics_out``)."""
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    inputs = prepare_evaluation(cfg, out_dir)
     rcfgs = retriever_configs(cfg)
+    inputs = prepare_evaluation(cfg, out_dir, rcfgs)
     if cfg.get("case_study") is not None:
         question_position(inputs.dataset.questions, cfg.case_study)  # a bad id fails before any retrieval
     retrievers = {rcfg.name: inputs.retriever(rcfg) for rcfg in rcfgs}

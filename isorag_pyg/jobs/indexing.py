@@ -50,16 +50,26 @@ def index_cache_dir(cfg: DictConfig, eval_ds: QADataset, train_ds: QADataset | N
     return (default_cache_dir() if directory == "default" else Path(directory)) / "indexes" / key
 
 
-def dataset_index(cfg: DictConfig, eval_ds: QADataset, train_ds: QADataset | None, out_dir: Path) -> ISORAGIndex:
+def needs_f_theta(cfg: DictConfig, retrievers: list[DictConfig]) -> bool:
+    """``train_f_theta``: ``true``/``false``, or ``auto``: when φ or one of ``retrievers`` uses
+    ball coordinates (``p > 0``)."""
+    choice = cfg.get("train_f_theta", "auto")
+    if choice == "auto":
+        return conf.phi_spec(cfg).needs_coordinates or any(float(r.get("p", 0.0)) > 0 for r in retrievers)
+    if not isinstance(choice, bool):
+        raise ValueError(f"train_f_theta must be auto, true or false, got {choice!r}")
+    return choice
+
+
+def dataset_index(cfg: DictConfig, eval_ds: QADataset, train_ds: QADataset | None, out_dir: Path, with_f_theta: bool) -> ISORAGIndex:
     """``cfg.index`` (a saved index, checked against the dataset's corpus), else the cached
-    index for these configs, else a new one (f_θ trained when ``phi.p > 0``, cached)."""
+    index for these configs, else a new one (with f_θ when ``with_f_theta``), cached."""
     if cfg.get("index"):
         index = ISORAGIndex.load(cfg.index)
         if index.corpus_hash != corpus_hash(eval_ds.corpus):
             raise ValueError(f"{cfg.index}: this index was built over another corpus than {eval_ds.name}'s "
                              f"({len(index)} passages against {len(eval_ds.corpus)})")
         return index
-    with_f_theta = conf.phi_spec(cfg).needs_coordinates
     cached = index_cache_dir(cfg, eval_ds, train_ds, with_f_theta)
     if cached is not None and cached.is_dir():
         try:

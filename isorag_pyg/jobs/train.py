@@ -18,9 +18,9 @@ INDEX_DIR = "index"
 
 
 def run_training(cfg: DictConfig) -> dict[str, Any]:
-    """Train f_θ and write ``index/`` (the saved index), ``checkpoints/`` and
-    ``train_metrics.json`` under ``cfg.paths.output_dir``. Returns the metrics, including the
-    optimised ``val/triplet_acc`` and its baselines."""
+    """Train f_θ and write ``index/`` (the saved index, with ``cfg.retriever``'s ISO-RAG knobs
+    stored in it), ``checkpoints/`` and ``train_metrics.json`` under ``cfg.paths.output_dir``.
+    Returns the metrics, including the optimised ``val/triplet_acc`` and its baselines."""
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     eval_ds, train_ds = conf.dataset_splits(cfg.dataset)
@@ -29,6 +29,9 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
                **{f"graph/{k}": v for k, v in index.statistics.items() if k != "builders"}}
     if process_rank() != 0:  # an extra DDP rank: it trained its shard; rank 0 writes the results
         return metrics
+    _, kind, knobs = conf.retriever_knobs(cfg.retriever)
+    if kind == "iso":  # the dataset's ISO-RAG knobs travel with its index
+        index.set_knobs("iso", {k: v for k, v in knobs.items() if k not in ("phi_mode", "seed")})
     index.save(out_dir / INDEX_DIR)
     (out_dir / "train_metrics.json").write_text(json.dumps(metrics, indent=2))
     log.info("index with f_θ written to %s", out_dir / INDEX_DIR)

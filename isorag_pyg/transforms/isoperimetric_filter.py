@@ -39,7 +39,8 @@ class IsoperimetricFilter(BaseTransform):
     Args:
         beta (float, optional): the ratio threshold in :math:`(0, 1]`; ``1`` keeps only edges
             between equal profiles, values near ``0`` keep almost all. (default: :obj:`0.5`)
-        p (float, optional): the volume exponent, :math:`v(u) = \lambda(z_u)^p`. (default: :obj:`1.0`)
+        p (float, optional): the volume exponent, :math:`v(u) = \lambda(z_u)^p`; ``0`` counts
+            nodes and needs no coordinates. (default: :obj:`0.0`)
         eps (float, optional): :math:`\epsilon` added to :math:`V(S_u)`. (default: :obj:`1e-8`)
         shell_floor (float, optional): added to :math:`V(\partial S_u)` in units of the volume
             of a node at the origin (:math:`2^p`), so nodes with an empty 2-hop shell get a
@@ -104,9 +105,10 @@ class IsoperimetricFilter(BaseTransform):
             if "phi" in data:
                 return data.phi.double().log()
             raise ValueError("phi='phi' needs a 'log_phi' or 'phi' node attribute on the data")
-        if self.z_attr not in data:
-            raise ValueError(f"phi='z' needs ball coordinates in data.{self.z_attr}")
-        return log_phi_from_ball(data.edge_index, data[self.z_attr], self.spec)
+        if self.z_attr not in data and self.spec.needs_coordinates:
+            raise ValueError(f"phi='z' with p = {self.spec.p} needs ball coordinates in data.{self.z_attr}")
+        z = data[self.z_attr] if self.z_attr in data else None
+        return log_phi_from_ball(data.edge_index, z, self.spec, num_nodes=data.num_nodes)
 
     @torch.no_grad()
     def forward(self, data: Data) -> Data:

@@ -118,9 +118,14 @@ class PhiSpec:
     r"""The one recipe for :math:`\varphi` from ball coordinates, used by training, retrieval,
     the index and :class:`~isorag_pyg.transforms.IsoperimetricFilter` alike.
 
+    The default ``p = 0`` (every volume 1: φ counts nodes, f_θ is not needed) was chosen with the
+    retrieval knobs on the training questions across clean and noisy graphs
+    (``benchmarks/noise.py``): the learned hyperbolic volumes never beat node counts there.
+    ``p > 0`` weighs nodes by their volume in f_θ's ball, as the ISO-RAG paper does.
+
     Args:
         p: volume exponent, :math:`v(u) = \lambda_c(z_u)^p`; ``0`` makes every volume 1, so
-            :math:`\varphi` counts nodes and needs no coordinates. (default: ``1.0``)
+            :math:`\varphi` counts nodes and needs no coordinates. (default: ``0.0``)
         eps: the :math:`\epsilon` added to :math:`V(S_u)`. (default: ``1e-8``)
         shell_floor: added to :math:`V(\partial S_u)` in units of the volume of a node at the
             origin (:math:`2^p`), so a node whose 2-hop shell is empty gets a small finite
@@ -129,7 +134,7 @@ class PhiSpec:
             (default: ``1.0``)
     """
 
-    p: float = 1.0
+    p: float = 0.0
     eps: float = 1e-8
     shell_floor: float = 8.0
     curvature: float = 1.0
