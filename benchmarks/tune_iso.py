@@ -3,9 +3,9 @@
     python benchmarks/tune_iso.py [--split train|dev] [--grid round2|round3|round4] [--datasets ...] [--graphs title_mention ...]
 
 ``--split train`` (the default) tunes on the TRAINING questions (each over its own corpus), never
-on the dev questions that benchmarks/quality.py reports: results/tuning.json (round 2, recorded in
-conf/retriever/iso.yaml) and tuning_round3.json. ``--split dev`` tunes on the dev questions
-themselves, as issue #4 asks, and writes tuning_<grid>_dev.json: its best scores are IN-SAMPLE
+on the dev questions that benchmarks/quality.py reports: results/tuning.json (round 2) and
+tuning_round3.json. ``--split dev`` tunes on the dev questions
+themselves and writes tuning_<grid>_dev.json: its best scores are IN-SAMPLE
 (chosen on the questions they are measured on). To show how much of them is selection, every run
 also reports a repeated 2-fold cross-validation of the same selection (choose on half the
 questions, score on the other half) for ISO-RAG with real φ, ISO-RAG with uniform φ and global PPR.
@@ -36,7 +36,7 @@ from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 # Round 1 (results/tuning_round1.json: graphs leakfree and title_mention, hops 1-2, shell_floor 0) found
 # title_mention best, hops=2 no better than 1, and pruning costly because empty 2-hop shells give φ = 0;
-# round 2 (results/tuning.json, the knobs in conf/retriever/iso.yaml) adds shell_floor; round 3
+# round 2 (results/tuning.json) adds shell_floor; round 3
 # (results/tuning_round3.json) keeps round 2's φ (p=1, shell_floor=8, lambda_graph=0.9) and searches
 # the candidate set (hops, hub cap, over-retrieval) with β, α and the uniform-φ control, per dataset;
 # round 4 searches the candidate set and φ (p, shell_floor, β) together.
@@ -49,6 +49,7 @@ GRIDS = {
         "shell_floor": [0.0, 1.0, 8.0],
     },
     "round3": {
+        "p": [1.0],
         "hops": [1, 2],
         "max_expansion": [30, 100],
         "over_retrieval": [2.0, 5.0],
