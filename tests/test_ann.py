@@ -2,6 +2,7 @@
 scan."""
 from __future__ import annotations
 
+
 import pytest
 import torch
 from test_retrievers import CFG, random_world
@@ -48,9 +49,22 @@ def test_exhaustive_search_is_the_exact_top_k():
         assert torch.equal(ANNIndex.build(x, kind, params).search(queries, 10), exact), kind
 
 
+def test_the_search_parameter_changes_at_query_time():
+    x, queries = clustered(), clustered(n=20, seed=1)
+    ivf = ANNIndex.build(x, "ivf", {"nlist": 8, "nprobe": 1})
+    ivf.set_search(100)  # more lists than there are: all of them
+    assert ivf.params["nprobe"] == 8 and ivf.index.nprobe == 8
+    assert torch.equal(ivf.search(queries, 10), (queries @ x.t()).topk(10, dim=1).indices)
+    hnsw = ANNIndex.build(x, "hnsw")
+    hnsw.set_search(77)
+    assert hnsw.params["ef_search"] == 77 and hnsw.index.hnsw.efSearch == 77
+    with pytest.raises(ValueError, match="ef_search'] must be an integer >= 1"):
+        hnsw.set_search(0)
+
+
 def test_default_parameters_are_filled_in_and_recorded():
-    assert resolve_params("hnsw", None, 1000) == {"M": 32, "ef_construction": 80, "ef_search": 128}
-    assert resolve_params("ivf", None, 10_000) == {"nlist": 400, "nprobe": 32, "train_size": 10_000, "seed": 0}
+    assert resolve_params("hnsw", None, 1000) == {"M": 32, "ef_construction": 200, "ef_search": 256}
+    assert resolve_params("ivf", None, 10_000) == {"nlist": 400, "nprobe": 128, "train_size": 10_000, "seed": 0}
     assert resolve_params("ivf", {"nlist": 10}, 10_000) == {"nlist": 10, "nprobe": 10, "train_size": 640, "seed": 0}
     assert resolve_params("exact", None, 5) == {}
 

@@ -21,13 +21,17 @@ from torch import Tensor
 #: ``ann`` choices: the exact scan (no FAISS index) or one of FAISS's approximate indexes.
 ANN_KINDS = ("exact", "hnsw", "ivf")
 #: Parameters per kind and their defaults (``None``: derived from the corpus size at build time,
-#: see :func:`resolve_params`). The search-time ones (``ef_search``, ``nprobe``) were chosen by
-#: ``benchmarks/ann.py`` to keep the recall of ISO-RAG's dense pool at or above 0.99.
+#: see :func:`resolve_params`), chosen with ``benchmarks/ann.py`` to keep the recall of ISO-RAG's
+#: dense pool (top 50) at or above 0.99 on 2Wiki and on generated corpora of up to 1M passages:
+#: HNSW needs ``ef_construction`` 200 (80 left it at 0.93 at 1M), IVF ``nprobe`` 128 (2Wiki's
+#: real embeddings spread a query's neighbours over many lists: 32 of 313 found 0.89).
 DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
     "exact": {},
-    "hnsw": {"M": 32, "ef_construction": 80, "ef_search": 128},
-    "ivf": {"nlist": None, "nprobe": 32, "train_size": None, "seed": 0},
+    "hnsw": {"M": 32, "ef_construction": 200, "ef_search": 256},
+    "ivf": {"nlist": None, "nprobe": 128, "train_size": None, "seed": 0},
 }
+#: The search-time parameter of each kind (the others are fixed when the index is built).
+SEARCH_PARAM = {"hnsw": "ef_search", "ivf": "nprobe"}
 
 
 def check_ann(kind: str, params: Mapping[str, Any] | None = None) -> dict[str, int | None]:
@@ -74,10 +78,7 @@ class ANNIndex:
         if index.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise ValueError("the FAISS index must use the inner-product metric")
         self.index, self.kind, self.params = index, kind, dict(params)
-        if kind == "hnsw":
-            index.hnsw.efSearch = self.params["ef_search"]
-        else:
-            index.nprobe = self.params["nprobe"]
+        self.set_search(self.params[SEARCH_PARAM[kind]])
 
     @classmethod
     def build(cls, embeddings: Tensor, kind: str = "hnsw", params: Mapping[str, Any] | None = None) -> "ANNIndex":
@@ -100,6 +101,18 @@ class ANNIndex:
             index.train(x[np.sort(sample.numpy())])
         index.add(x)
         return cls(index, kind, resolved)
+
+    def set_search(self, value: int) -> None:
+        """Set the search-time parameter (HNSW's ``ef_search``, IVF's ``nprobe``, at most
+        ``nlist``): larger finds more of the true neighbours, slower."""
+        name = SEARCH_PARAM[self.kind]
+        check_ann(self.kind, {name: value})
+        if self.kind == "hnsw":
+            self.index.hnsw.efSearch = value
+        else:
+            value = min(value, self.params["nlist"])
+            self.index.nprobe = value
+        self.params[name] = value
 
     @property
     def num_passages(self) -> int:
