@@ -1,12 +1,17 @@
 """Approximate nearest-neighbour candidates: the FAISS wrapper, ANN retrieval against the exact
-scan."""
+scan, and an index that builds, saves and loads its ANN."""
 from __future__ import annotations
 
+import json
 
 import pytest
 import torch
 from test_retrievers import CFG, random_world
 
+from isorag_pyg import ISORAGIndex, PhiSpec
+from isorag_pyg.datasets import generate_synthetic_dataset
+from isorag_pyg.index import IndexFormatError
+from isorag_pyg.index.storage import MANIFEST
 from isorag_pyg.retrieval import ANNIndex, DenseRetriever, GraphIndex, ISORetriever, Queries
 from isorag_pyg.retrieval import candidates as candidates_module
 from isorag_pyg.retrieval.ann import check_ann, resolve_params
@@ -142,3 +147,71 @@ def test_an_ann_over_other_passages_is_refused():
         ISORetriever(GraphIndex(graph.edge_index, x), log_phi, ann=other)
     with pytest.raises(ValueError, match="holds 41 vectors"):
         DenseRetriever(GraphIndex(graph.edge_index, x), ann=other)
+
+
+# ------------------------------------------------------------------------------- the index
+CORPUS = generate_synthetic_dataset(num_entities=60, num_hubs=2, hub_size=15, num_questions=12)
+QUESTIONS = [q.text for q in CORPUS.questions]
+
+
+@pytest.fixture(scope="module")
+def exact_index() -> ISORAGIndex:
+    return ISORAGIndex.build(CORPUS.corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+
+
+def rankings(index: ISORAGIndex, name: str) -> list[list[str]]:
+    return [[hit.id for hit in hits] for hits in index.retrieve(QUESTIONS, k=5, retriever=name)]
+
+
+def test_an_index_built_with_hnsw_saves_loads_and_answers_identically(exact_index, tmp_path, monkeypatch):
+    index = ISORAGIndex.build(CORPUS.corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False, ann="hnsw",
+                              ann_params={"ef_search": 100})
+    assert index.ann.kind == "hnsw" and index.ann_info == {"kind": "hnsw", "params": {"M": 32, "ef_construction": 200, "ef_search": 100}}
+    saved = index.save(tmp_path / "index")
+    manifest = json.loads((saved / MANIFEST).read_text())
+    assert manifest["ann"] == index.ann_info and "ann.safetensors" in manifest["files"]
+    with monkeypatch.context() as patch:
+        for target in ("pickle.load", "pickle.loads", "torch.load"):
+            patch.setattr(target, lambda *a, **k: pytest.fail("unpickling on the load path"))
+        loaded = ISORAGIndex.load(saved)
+        assert loaded.ann_info == index.ann_info and loaded._ann is None  # read on first use
+        assert loaded.ann.params == index.ann.params
+    for name in ("iso", "iso_shuffled", "dense", "ppr"):
+        # 62 passages: HNSW finds every pool exactly, so the rankings are the exact index's too
+        assert rankings(loaded, name) == rankings(index, name) == rankings(exact_index, name), name
+    assert loaded.retriever("iso").ann is loaded.ann
+    loaded.ann.set_search(300)  # a search-time parameter changed after loading is saved
+    assert ISORAGIndex.load(loaded.save(tmp_path / "wider")).ann.params["ef_search"] == 300
+    assert json.loads((tmp_path / "wider" / MANIFEST).read_text())["ann"]["params"]["ef_search"] == 300
+    loaded.set_ann("exact")
+    assert loaded.retriever("dense").ann is None
+    again = ISORAGIndex.load(loaded.save(tmp_path / "exact"))
+    assert again.ann is None and not (tmp_path / "exact" / "ann.safetensors").exists()
+    assert json.loads((tmp_path / "exact" / MANIFEST).read_text())["ann"] == {"kind": "exact", "params": {}}
+
+
+def test_bad_ann_arguments_fail_before_encoding(monkeypatch):
+    monkeypatch.setattr("isorag_pyg.index.index.SentenceEncoder", lambda *a, **k: pytest.fail("encoded"))
+    for ann, params, match in [("flat", None, "unknown ann 'flat'"), ("ivf", {"nlist": 1000}, "exceeds the 62 passages"),
+                               ("hnsw", {"ef": 3}, "unknown ann_params ef")]:
+        with pytest.raises(ValueError, match=match):
+            ISORAGIndex.build(CORPUS.corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False, ann=ann, ann_params=params)
+
+
+def test_an_unreadable_ann_file_names_the_file(exact_index, tmp_path):
+    with pytest.raises(ValueError, match="unknown knob"):
+        exact_index.retriever("dense", ann=None)  # the index's own ANN, not a knob
+    exact_index.set_ann("ivf", {"nlist": 4})
+    try:
+        saved = exact_index.save(tmp_path / "index")
+    finally:
+        exact_index.set_ann("exact")
+    path = saved / "ann.safetensors"
+    data = bytearray(path.read_bytes())
+    data[12] ^= 0xFF  # the safetensors header
+    path.write_bytes(bytes(data))
+    loaded = ISORAGIndex.load(saved, verify=False)  # sizes still match; the checksum is skipped
+    with pytest.raises(IndexFormatError, match="ann.safetensors: unreadable ANN index"):
+        loaded.retrieve(QUESTIONS[:1])
+    with pytest.raises(IndexFormatError, match="checksum mismatch"):
+        ISORAGIndex.load(saved)
