@@ -53,7 +53,8 @@ K = 10
 SINGLE_QUERIES = 200
 #: values of each kind's search parameter (SEARCH_PARAM) swept
 SWEEP = {"hnsw": [64, 128, 256, 512, 1024], "ivf": [16, 32, 64, 128, 256]}
-ISO_KNOBS = ("num_seeds", "over_retrieval", "hops", "max_expansion", "beta", "alpha", "tau", "lambda_graph", "lambda_dense", "tol", "max_iter")
+ISO_KNOBS = ("num_seeds", "over_retrieval", "hops", "max_expansion", "beta", "alpha", "tau", "lambda_graph", "lambda_dense", "tol",
+             "max_iter")
 
 
 def clustered_corpus(n: int, num_queries: int, dim: int = 384, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,7 +63,8 @@ def clustered_corpus(n: int, num_queries: int, dim: int = 384, seed: int = 0) ->
     gen = torch.Generator().manual_seed(seed)
     clusters = max(1, n // 40)
     topics = torch.nn.functional.normalize(torch.randn(max(1, clusters // 25), dim, generator=gen), dim=-1)
-    centres = topics[torch.randint(0, topics.size(0), (clusters,), generator=gen)] + 1.0 * torch.randn(clusters, dim, generator=gen) / dim**0.5
+    centres = topics[torch.randint(0, topics.size(0), (clusters,), generator=gen)]
+    centres += 1.0 * torch.randn(clusters, dim, generator=gen) / dim**0.5
     x = centres[torch.randint(0, clusters, (n,), generator=gen)]
     x = torch.nn.functional.normalize(x.add_(1.2 * torch.randn(n, dim, generator=gen) / dim**0.5), dim=-1)
     picked = x[torch.randint(0, n, (num_queries,), generator=gen)]
@@ -133,7 +135,8 @@ def sweep(ann: ANNIndex, index: GraphIndex, queries: torch.Tensor, exact_pool: t
         ann.set_search(value)
         start = time.perf_counter()
         found = ann.search(unit, exact_pool.size(1))
-        rows.append({name: value, "pool_recall": recall(found, exact_pool), "search_ms": 1000 * (time.perf_counter() - start) / unit.size(0)})
+        search_ms = 1000 * (time.perf_counter() - start) / unit.size(0)
+        rows.append({name: value, "pool_recall": recall(found, exact_pool), "search_ms": search_ms})
     ann.set_search(default)
     return rows
 
@@ -212,8 +215,8 @@ def generated_row(n: int, num_queries: int, kinds: list[str], rcfg) -> dict[str,
     prepared = {"graph_index_s": time.perf_counter() - start, "graph_index_bytes": tensor_bytes(index)}
     log_phi = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     params = {k: rcfg[k] for k in ISO_KNOBS}
-    row = compare(f"generated-{n}", lambda kind: ANNIndex.build(x, kind), lambda ann: ISORetriever(index, log_phi, **params, ann=ann), index,
-                  Queries([""] * num_queries, q), kinds)
+    row = compare(f"generated-{n}", lambda kind: ANNIndex.build(x, kind), lambda ann: ISORetriever(index, log_phi, **params, ann=ann),
+                  index, Queries([""] * num_queries, q), kinds)
     return {**row, **prepared}
 
 
