@@ -231,14 +231,13 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rcfg = retriever_config("iso", device="cpu")
-    payload: dict[str, Any] = {"k": K, "device": "cpu", "iso_config": dict(rcfg), "load_average_at_start": os.getloadavg(), "rows": []}
-    for dataset in args.datasets:
-        payload["rows"].append(dataset_row(dataset, args.graph, args.override, args.queries, args.kinds))
+    payload: dict[str, Any] = {"k": K, "device": "cpu", "iso_config": dict(rcfg), "rows": []}
+    runs = [lambda d=d: dataset_row(d, args.graph, args.override, args.queries, args.kinds) for d in args.datasets]
+    runs += [lambda n=n: generated_row(n, args.queries, args.kinds, rcfg) for n in args.sizes]
+    for run in runs:
+        load = os.getloadavg()  # the machine is shared: what else ran shows here (this run adds about 2)
+        payload["rows"].append({**run(), "load_average_before": load, "load_average_after": os.getloadavg()})
         write_json("ann.json", {**payload, "partial": True})
-    for n in args.sizes:
-        payload["rows"].append(generated_row(n, args.queries, args.kinds, rcfg))
-        write_json("ann.json", {**payload, "partial": True})
-    payload["load_average_at_end"] = os.getloadavg()
     write_json("ann.json", payload)
 
 
