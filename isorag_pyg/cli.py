@@ -1,6 +1,6 @@
 """The ``isorag`` command: build, inspect and query an index of your own corpus.
 
-    isorag index CORPUS OUT_DIR [--graph title_mention] [--epochs 30] [--p 1.0] ...
+    isorag index CORPUS OUT_DIR [--graph title_mention] [--epochs 30] [--p 1.0] [--ann ivf] ...
     isorag query INDEX_DIR "question" ["another question" ...] [-k 5] [--retriever iso] [--json]
     isorag info INDEX_DIR
     isorag add INDEX_DIR CORPUS [--refit]        isorag remove INDEX_DIR ID [ID ...]
@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--p", type=float, default=None, help="φ's volume exponent; 0 skips f_θ (default: 1.0)")
     build.add_argument("--shell-floor", type=float, default=None, help="φ's shell floor (default: 8.0)")
     build.add_argument("--max-tokens", type=int, default=None, help="tokens per passage when splitting documents (default: 200)")
+    build.add_argument("--ann", choices=["exact", "hnsw", "ivf"], default="exact",
+                       help="dense candidates: scan every passage, or a FAISS hnsw / ivf index at its default parameters (default: exact)")
     build.add_argument("--seed", type=int, default=42)
     build.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -82,7 +84,7 @@ def _index(args: argparse.Namespace) -> list[str]:
     phi = PhiSpec(**{k: v for k, v in (("p", args.p), ("shell_floor", args.shell_floor)) if v is not None})
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = {name: {} for name in args.graph.split("+") if name}
-    index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet)
+    index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann)
     index.save(args.out_dir)
     return [f"{args.out_dir}: {index!r}"]
 

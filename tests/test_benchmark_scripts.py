@@ -80,3 +80,20 @@ def test_quality_rejects_unusable_tuning_files(tmp_path):
         assert message in quality_error(tmp_path, "--per-dataset-knobs", str(path))
     assert "no dev-tuned knobs recorded for synthetic" in quality_error(tmp_path, "--tuned-on-dev")
     assert not list(tmp_path.glob("quality*.json"))  # nothing written
+
+
+def test_ann_benchmark_compares_exact_hnsw_and_ivf(tmp_path):
+    out = run_script(tmp_path, "ann.py", "--sizes", "1500", "--queries", "12")
+    assert "generated-1500" in out
+    rows = json.loads((tmp_path / "ann.json").read_text())["rows"]
+    assert [row["corpus"] for row in rows] == ["synthetic-dev (title_mention)", "generated-1500"]
+    for row in rows:
+        assert set(row["runs"]) == {"exact", "hnsw", "ivf"}
+        for kind in ("hnsw", "ivf"):
+            run = row["runs"][kind]
+            assert 0.0 <= run["pool_recall"] <= 1.0 and run["bytes"] > 0 and run["build_s"] > 0 and run["single_p50_ms"] > 0
+            assert len(run["sweep"]) == 5
+    real = rows[0]["runs"]
+    assert all(0.0 <= real[label]["recall@5"] <= 1.0 for label in real)
+    # 62 passages: both indexes search them all, so the pool and the rankings are the exact ones
+    assert real["ivf"]["pool_recall"] == 1.0 and real["ivf"]["recall@5"] == real["exact"]["recall@5"]

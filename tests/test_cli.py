@@ -30,7 +30,7 @@ def built(tmp_path_factory) -> Path:
     for name, text in DOCS.items():
         (root / "docs" / name).parent.mkdir(parents=True, exist_ok=True)
         (root / "docs" / name).write_text(text)
-    done = isorag("index", str(root / "docs"), str(root / "index"), "--epochs", "2", "--p", "1", "--quiet")
+    done = isorag("index", str(root / "docs"), str(root / "index"), "--epochs", "2", "--p", "1", "--ann", "hnsw", "--quiet")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "4 passages" in done.stdout and "[INFO]" not in done.stdout and "Traceback" not in done.stderr
     return root / "index"
@@ -58,6 +58,7 @@ def test_info_shows_manifest_and_statistics(built):
     info = json.loads(done.stdout)
     assert info["counts"]["passages"] == 4 and info["graph"]["statistics"]["edges"] >= 3
     assert info["f_theta"]["config"]["trainer"]["max_epochs"] == 2 and info["phi"]["p"] == 1.0
+    assert info["ann"]["kind"] == "hnsw" and info["ann"]["params"]["M"] > 0
 
 
 def test_errors_are_one_line_and_a_non_zero_exit(built, tmp_path):

@@ -34,7 +34,7 @@ def test_configs_equal_the_library_defaults(path, cls):
     config = yaml(path, drop=("name", "kind", "device"))
     library = defaults(cls)
     assert config == {k: library[k] for k in config}, path
-    assert set(library) - set(config) <= {"query_chunk", "curvature", "seed"}  # runtime-only arguments
+    assert set(library) - set(config) <= {"query_chunk", "curvature", "seed", "ann"}  # runtime-only arguments (ann: the index's own)
 
 
 def test_phi_and_trainer_defaults():

@@ -15,6 +15,7 @@ from isorag_pyg.retrieval import (
     Queries,
     build_local_graphs,
 )
+from isorag_pyg.retrieval.candidates import DenseCandidates
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.transforms import IsoperimetricFilter
 from isorag_pyg.utils.ppr import personalized_pagerank
@@ -45,7 +46,7 @@ def test_local_graphs_match_per_query_reference(max_expansion):
     graph, x, qe, _ = random_world()
     index = GraphIndex(graph.edge_index, x)
     scores = index.scores(qe)
-    local = build_local_graphs(scores, index, num_seeds=2, pool_size=5, hops=1, max_expansion=max_expansion)
+    local = build_local_graphs(DenseCandidates.from_scores(scores, 5), index, num_seeds=2, hops=1, max_expansion=max_expansion)
     for q in range(qe.size(0)):
         nodes, seeds = reference_candidates(scores[q], index.edge_index, 2, 5, max_expansion)
         lo, hi = int(local.ptr[q]), int(local.ptr[q + 1])

@@ -50,6 +50,7 @@ from isorag_pyg.index.storage import (
 )
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval import (
+    ANNIndex,
     BM25Retriever,
     DenseRetriever,
     GlobalPPRRetriever,
@@ -58,6 +59,7 @@ from isorag_pyg.retrieval import (
     Queries,
     Retriever,
 )
+from isorag_pyg.retrieval.ann import check_ann, resolve_params
 from isorag_pyg.training.config import FThetaConfig
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ log = logging.getLogger(__name__)
 #: Retriever names an index serves: ISO-RAG, its φ ablations, and the baselines.
 RETRIEVERS = ("iso", "iso_uniform", "iso_shuffled", "iso_random", "dense", "bm25", "ppr")
 DEFAULT_GRAPH: dict[str, dict[str, Any]] = {"title_mention": {}}
-TENSORS, PASSAGES, F_THETA = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors"
+TENSORS, PASSAGES, F_THETA, ANN = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors", "ann.safetensors"
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,9 @@ class ISORAGIndex:
         self._graph_index: dict[torch.device, GraphIndex] = {}
         self._phi_variants: dict[PhiSpec, Tensor] = {phi: log_phi} if log_phi.numel() == len(passages) else {}
         self._bm25: BM25Retriever | None = None
+        self.ann_info: dict[str, Any] = {"kind": "exact", "params": {}}
+        self._ann: ANNIndex | None = None
+        self._ann_file: Path | None = None  # an opened index reads its ANN from here on first use
 
     # ----------------------------------------------------------------------------- building
     @staticmethod
@@ -192,8 +197,11 @@ class ISORAGIndex:
         logger: Any = False,
         ckpt_path: str | Path | None = None,
         progress: bool = True,
+        ann: str = "exact",
+        ann_params: Mapping[str, int] | None = None,
     ) -> "ISORAGIndex":
-        """Embed ``passages``, build the corpus graph, train f_θ and compute φ.
+        """Embed ``passages``, build the corpus graph, train f_θ, compute φ and (optionally) an
+        approximate nearest-neighbour index.
 
         Args:
             passages: ``Passage`` objects or dicts with ``title``, ``text`` and optionally ``id``.
@@ -209,18 +217,22 @@ class ISORAGIndex:
             questions, train_questions: only for the co-occurrence graph builders.
             work_dir, logger, ckpt_path: f_θ checkpoints directory, Lightning logger, resume.
             progress: show progress bars.
+            ann, ann_params: where ISO-RAG and dense take their candidates: ``"exact"`` (scan
+                every passage) or a FAISS ``"hnsw"`` / ``"ivf"`` index with these parameters
+                (default: ``"exact"``; see :meth:`set_ann`).
         """
         corpus = as_passages(passages)
         if isinstance(f_theta, str):
             if f_theta != "auto":
                 raise ValueError(f"f_theta must be an FThetaConfig, a PoincareEncoder, None or 'auto', got {f_theta!r}")
             f_theta = FThetaConfig() if phi.needs_coordinates else None
+        resolve_params(ann, ann_params, len(corpus))  # bad ANN arguments fail before minutes of encoding
         if f_theta is None and phi.needs_coordinates:
             raise ValueError(f"φ with p = {phi.p} needs f_θ: pass f_theta=FThetaConfig() or phi=PhiSpec(p=0)")
         spec = {name: dict(kwargs or {}) for name, kwargs in (graph if graph is not None else DEFAULT_GRAPH).items()}
         if unknown := [name for name in spec if name not in BUILDER_NAMES]:  # before minutes of encoding
             raise ValueError(f"unknown graph builder {unknown[0]!r}; choose from {', '.join(BUILDER_NAMES)}")
-        with tqdm(total=3 + (f_theta is not None), desc="index", disable=not progress, leave=False) as stages:
+        with tqdm(total=3 + (f_theta is not None) + (ann != "exact"), desc="index", disable=not progress, leave=False) as stages:
             stages.set_postfix_str("encoding passages")
             encoder = SentenceEncoder(encoder, show_progress=progress) if isinstance(encoder, str) else encoder
             x = encoder.encode([p.content for p in corpus])
@@ -249,6 +261,10 @@ class ISORAGIndex:
             stages.set_postfix_str("φ")
             index.set_phi(phi)
             stages.update()
+            if ann != "exact":
+                stages.set_postfix_str(f"ANN ({ann})")
+                index.set_ann(ann, ann_params)
+                stages.update()
         if index.leak:
             log.warning("LEAK: this graph is built from the evaluated questions' own contexts; its metrics are not held-out results")
         return index
@@ -325,10 +341,12 @@ class ISORAGIndex:
         return report
 
     def replace_contents(self, corpus: list[Passage], x: Tensor, graph: Data, z: Tensor | None, log_phi: Tensor,
-                         knn_edges: Tensor | None, statistics: dict[str, Any]) -> None:
+                         knn_edges: Tensor | None, statistics: dict[str, Any], ann: ANNIndex | None) -> None:
         """Swap in an updated corpus (see :mod:`isorag_pyg.index.update`); caches are dropped."""
         self.passages, self.embeddings, self.graph, self.z, self.log_phi = PassageStore(corpus), x, graph, z, log_phi
         self.knn_edges, self.statistics, self.corpus_hash = knn_edges, statistics, corpus_hash(corpus)
+        if ann is not None:
+            self._ann, self.ann_info = ann, {"kind": ann.kind, "params": ann.params}
         self._graph_index, self._phi_variants, self._bm25 = {}, {self.phi: log_phi}, None
 
     def set_phi(self, spec: PhiSpec) -> None:
@@ -345,6 +363,33 @@ class ISORAGIndex:
                                  "rebuild it with f_θ or use p = 0")
             self._phi_variants[spec] = log_phi_from_ball(self.graph.edge_index, self.z, spec, num_nodes=len(self))
         return self._phi_variants[spec]
+
+    def set_ann(self, kind: str = "hnsw", params: Mapping[str, int] | None = None) -> None:
+        """Build the approximate nearest-neighbour index that ISO-RAG (and its ablations) and
+        dense take their candidates from, kept by :meth:`save`: FAISS ``"hnsw"`` (``M``,
+        ``ef_construction``, ``ef_search``) or ``"ivf"`` (``nlist``, ``nprobe``, ``train_size``,
+        ``seed``), or ``"exact"`` to scan every passage again (default parameters:
+        :data:`~isorag_pyg.retrieval.ann.DEFAULT_PARAMS`)."""
+        check_ann(kind, params)
+        self._ann = None if kind == "exact" else ANNIndex.build(self.embeddings, kind, params)
+        self._ann_file = None
+        self.ann_info = {"kind": kind, "params": {} if self._ann is None else self._ann.params}  # shared with the ANN
+
+    @property
+    def ann(self) -> ANNIndex | None:
+        """The approximate nearest-neighbour index (``None``: exact scan); an opened index reads
+        it from its file on first use."""
+        if self._ann is None and self._ann_file is not None:
+            try:
+                ann = ANNIndex.load(self._ann_file)
+            except Exception as err:  # safetensors' or FAISS's own errors
+                raise IndexFormatError(self._ann_file, f"unreadable ANN index ({err})") from None
+            if (ann.kind, ann.num_passages, ann.dim) != (self.ann_info["kind"], len(self), self.embeddings.size(1)):
+                raise IndexFormatError(self._ann_file, f"a {ann.kind} index of {ann.num_passages} vectors of size {ann.dim}, "
+                                                       f"not the manifest's {self.ann_info['kind']} over {len(self)} passages")
+            self._ann, self._ann_file = ann, None
+            self.ann_info = {"kind": ann.kind, "params": ann.params}  # shared: set_search shows in the manifest
+        return self._ann
 
     # ----------------------------------------------------------------------------- properties
     def __len__(self) -> int:
@@ -393,6 +438,7 @@ class ISORAGIndex:
         Knobs are the retriever's keyword arguments; those not given come from the knobs stored
         in the index (:meth:`set_knobs`), then the retriever's defaults. ISO-RAG also takes ``p``,
         ``eps`` and ``shell_floor``, which override the index's φ recipe for this retriever.
+        ISO-RAG, its ablations and dense take their candidates from the index's :attr:`ann`.
         """
         if name not in RETRIEVERS:
             raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}")
@@ -406,7 +452,7 @@ class ISORAGIndex:
             return self._bm25
         index = self.graph_index(device)
         if name == "dense":
-            retriever: Retriever = DenseRetriever(index, **_check_knobs(DenseRetriever, knobs, name))
+            retriever: Retriever = DenseRetriever(index, **_check_knobs(DenseRetriever, knobs, name), ann=self.ann)
         elif name == "ppr":
             retriever = GlobalPPRRetriever(index, **_check_knobs(GlobalPPRRetriever, knobs, name))
         else:
@@ -414,7 +460,7 @@ class ISORAGIndex:
                 knobs["phi_mode"] = name.removeprefix("iso_")
             overrides = {key: float(knobs.pop(key)) for key in ("p", "eps", "shell_floor") if key in knobs}
             log_phi = self.log_phi_for(self.phi.replace(**overrides)) if overrides else self.log_phi
-            retriever = ISORetriever(index, log_phi, **_check_knobs(ISORetriever, knobs, name))
+            retriever = ISORetriever(index, log_phi, **_check_knobs(ISORetriever, knobs, name), ann=self.ann)
         retriever.name = name
         return retriever
 
@@ -483,6 +529,7 @@ class ISORAGIndex:
             "f_theta": self.f_theta_info,
             "phi": dataclasses.asdict(self.phi),
             "knobs": self.knobs,
+            "ann": self.ann_info,
             "counts": {"passages": len(self), "edges": int(self.graph.edge_index.size(1)), "dim": int(self.embeddings.size(1))},
             "corpus_hash": self.corpus_hash,
         }
@@ -490,7 +537,7 @@ class ISORAGIndex:
     def save(self, directory: str | Path) -> Path:
         """Write the index to ``directory`` atomically (a crash leaves any previous index there
         intact): ``manifest.json``, ``passages.jsonl``, ``tensors.safetensors`` and, with f_θ,
-        ``f_theta.safetensors``."""
+        ``f_theta.safetensors``, with an ANN index ``ann.safetensors``."""
 
         def write(tmp: Path) -> dict[str, Any]:
             offsets = write_passages(self.passages, tmp / PASSAGES)
@@ -506,6 +553,8 @@ class ISORAGIndex:
             save_file(tensors, tmp / TENSORS)
             if self.f_theta is not None:
                 save_file({k: v.contiguous() for k, v in self.f_theta.state_dict().items()}, tmp / F_THETA)
+            if self.ann is not None:
+                self.ann.save(tmp / ANN)
             return self.manifest()
 
         return write_index_dir(directory, write)
@@ -550,9 +599,15 @@ class ISORAGIndex:
             f_theta.eval()
             if "z" not in tensors or tuple(tensors["z"].shape) != (n, arch["out_dim"]):
                 raise IndexFormatError(directory / TENSORS, f"'z' missing or not of shape {(n, arch['out_dim'])}")
-        return cls(passages, tensors["embeddings"], graph, manifest["encoder"], phi, tensors["log_phi"], manifest["graph"]["builders"],
-                   statistics, manifest["corpus_hash"], tensors.get("z"), f_theta, info, manifest.get("knobs", {}), manifest.get("created"),
-                   tensors.get("knn_edges"))
+        index = cls(passages, tensors["embeddings"], graph, manifest["encoder"], phi, tensors["log_phi"], manifest["graph"]["builders"],
+                    statistics, manifest["corpus_hash"], tensors.get("z"), f_theta, info, manifest.get("knobs", {}),
+                    manifest.get("created"), tensors.get("knn_edges"))
+        index.ann_info = manifest.get("ann", index.ann_info)
+        if index.ann_info["kind"] != "exact":
+            if ANN not in manifest.get("files", {}):
+                raise IndexFormatError(directory / ANN, f"missing: the manifest names a {index.ann_info['kind']} ANN index")
+            index._ann_file = directory / ANN
+        return index
 
     def info(self) -> dict[str, Any]:
         """The manifest's content: encoder, graph builders and statistics, f_θ, φ, knobs, counts."""
@@ -567,7 +622,7 @@ def _load_tensors(path: Path) -> dict[str, Tensor]:
 
 
 def _check_knobs(cls: type, knobs: dict[str, Any], name: str) -> dict[str, Any]:
-    allowed = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "index", "log_phi", "texts")]
+    allowed = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "index", "log_phi", "texts", "ann")]
     unknown = sorted(set(knobs) - set(allowed))
     if unknown:
         extra = ", p, eps, shell_floor" if cls is ISORetriever else ""

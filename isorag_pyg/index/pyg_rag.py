@@ -10,8 +10,8 @@ local candidate graph around it, and the subgraph filter applies the isoperimetr
     data.passage_id, data.edge_index, data.ppr, data.score   # the filtered local graph, scored
 
 Ranking ``data.node_idx`` by ``data.score`` gives what :meth:`ISORAGIndex.retrieve` returns.
-The loader asks one query at a time; the graph store reads that query's dense scores from the
-feature store it is registered with.
+The loader asks one query at a time; the graph store reads that query's dense candidates (exact
+or from the index's ANN) from the feature store it is registered with.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from torch_geometric.data import Data
 from torch_geometric.sampler import SamplerOutput
 
 from isorag_pyg.index.index import ISORAGIndex
+from isorag_pyg.retrieval.candidates import DenseCandidates, dense_candidates
 from isorag_pyg.retrieval.iso_retriever import ISORetriever, teleport_weights
 from isorag_pyg.retrieval.local_graph import build_local_graphs
 from isorag_pyg.retrieval.scoring import segment_minmax
@@ -44,7 +45,7 @@ class ISORAGFeatureStore:
         self.index, self.retriever = index, retriever
         self._config: dict[str, Any] = {}
         self.config = {"k": k}
-        self.last_scores: Tensor | None = None
+        self.last_candidates: DenseCandidates | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -63,9 +64,9 @@ class ISORAGFeatureStore:
         """The dense pool of ``query`` (corpus rows, best first: the first ``num_seeds`` are the
         seeds) and the query's embedding."""
         queries = self.index.encode_questions([query])
-        self.last_scores = self.retriever.index.scores(queries.embeddings)
         _, pool, _ = self.retriever.sizes(self.config["k"])
-        return self.last_scores.topk(pool, dim=1).indices[0], queries.embeddings[0]
+        self.last_candidates = dense_candidates(self.retriever.index, queries.embeddings, pool, self.retriever.ann)
+        return self.last_candidates.pool[0], queries.embeddings[0]
 
     def retrieve_seed_edges(self, query: str, **kwargs: Any) -> Tensor:
         """ISO-RAG seeds passages, not edges: always empty."""
@@ -77,7 +78,8 @@ class ISORAGFeatureStore:
         ``log_phi`` (the retriever's φ) and ``seed_index`` (local positions of the seeds)."""
         node = sample.node
         passages = [self.index.passages[i] for i in node.tolist()]
-        dense = self.last_scores[0, node.to(self.last_scores.device)].cpu()
+        local = node.to(self.retriever.index.device)
+        dense = self.last_candidates.score(torch.zeros_like(local), local).cpu()
         return Data(
             x=self.retriever.index.embeddings[node.to(self.retriever.index.device)].cpu(),
             edge_index=torch.stack([sample.row, sample.col]).cpu(), num_nodes=node.numel(),
@@ -123,11 +125,11 @@ class ISORAGGraphStore:
 
     def sample_subgraph(self, seed_nodes: Tensor, seed_edges: Tensor | None = None, **kwargs: Any) -> SamplerOutput:
         """The local graph around ``seed_nodes`` (the feature store's pool for the last query)."""
-        if self.feature_store is None or self.feature_store.last_scores is None:
+        if self.feature_store is None or self.feature_store.last_candidates is None:
             raise RuntimeError("register an ISORAGFeatureStore and retrieve seed nodes first")
         r = self.retriever
-        _, pool, m = r.sizes(self.feature_store.config["k"])
-        local = build_local_graphs(self.feature_store.last_scores, r.index, m, pool, r.hops, r.max_expansion)
+        _, _, m = r.sizes(self.feature_store.config["k"])
+        local = build_local_graphs(self.feature_store.last_candidates, r.index, m, r.hops, r.max_expansion)
         if not torch.equal(local.node[local.seed_pos[0]].cpu(), seed_nodes[:m].cpu()):
             raise ValueError("seed_nodes are not the feature store's pool for its last query")
         # local edges come as (upward edges, their reverses), both halves over the same slots

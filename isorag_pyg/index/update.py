@@ -5,7 +5,9 @@ builders (title mentions both ways, ...) run again over the corpus, which is one
 k-NN lists are recomputed only for rows whose neighbours can change; new passages get ball
 coordinates from the stored f_θ; and φ is recomputed only for the nodes whose closed
 neighbourhood or 2-hop shell can have changed — the endpoints of added or removed edges, the new
-nodes, and their neighbours.
+nodes, and their neighbours. An ANN index takes the new vectors (FAISS ``add``); after a removal
+it is built again over the remaining passages with the same parameters (FAISS's HNSW cannot
+delete, and IVF would keep the old row numbers).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from torch import Tensor
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph import GraphEdges, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.builders import knn
+from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
 if TYPE_CHECKING:
@@ -41,10 +44,12 @@ class UpdateReport:
     edges_added: int = 0
     edges_removed: int = 0
     phi_recomputed: int = 0
+    ann: str = "none"  # none (exact scan) | extended | rebuilt
 
     def summary(self) -> str:
+        ann = "" if self.ann == "none" else f"; ANN index {self.ann}"
         return (f"{self.added} passages added, {self.removed} removed, {self.duplicates_skipped} duplicates skipped; "
-                f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} passages")
+                f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} passages{ann}")
 
 
 def check_updatable(index: "ISORAGIndex") -> None:
@@ -103,7 +108,26 @@ def apply_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_
     if nodes.numel():
         log_phi[nodes] = log_phi_from_ball(data.edge_index, z, index.phi, num_nodes=n, nodes=nodes)
     report.phi_recomputed = int(nodes.numel())
-    index.replace_contents(corpus, x, data, z, log_phi, knn_edges, {**graph_statistics(data), "builders": list(data.builders)})
+    ann = updated_ann(index.ann, x, added_rows, bool(kept_old.all()), report)
+    index.replace_contents(corpus, x, data, z, log_phi, knn_edges, {**graph_statistics(data), "builders": list(data.builders)}, ann)
+
+
+def updated_ann(ann: ANNIndex | None, x: Tensor, added_rows: Tensor, appended_only: bool, report: UpdateReport) -> ANNIndex | None:
+    """The ANN index over the updated embeddings ``x``: the old one with the new rows added when
+    nothing was removed, else a new one built with the same parameters."""
+    if ann is None:
+        return None
+    unit = torch.nn.functional.normalize(x.float(), dim=-1)
+    if appended_only:
+        ann.add(unit[added_rows])
+        report.ann = "extended"
+        return ann
+    params = dict(ann.params)
+    if ann.kind == "ivf":  # the corpus may now be smaller than the lists or the training sample
+        params["nlist"] = min(params["nlist"], x.size(0))
+        params["train_size"] = max(params["nlist"], min(params["train_size"], x.size(0)))
+    report.ann = "rebuilt"
+    return ANNIndex.build(unit, ann.kind, params)
 
 
 def updated_knn(old: Tensor, old_to_new: Tensor, x: Tensor, added_rows: Tensor, params: Mapping[str, Any]) -> Tensor:

@@ -1,4 +1,5 @@
 """Retrievers: ISO-RAG and the baselines, one interface (``retrieve(queries, k)``)."""
+from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.retrieval.baselines import (
     BM25Retriever,
     DenseRetriever,
@@ -10,6 +11,7 @@ from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
 
 __all__ = [
+    "ANNIndex",
     "BM25Retriever",
     "DenseRetriever",
     "GlobalPPRRetriever",

@@ -5,6 +5,12 @@ import bm25s
 import numpy as np
 import torch
 
+from isorag_pyg.retrieval.ann import ANNIndex
+from isorag_pyg.retrieval.candidates import (
+    candidate_chunk,
+    check_ann_index,
+    dense_candidates,
+)
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.iso_retriever import teleport_weights
 from isorag_pyg.retrieval.scoring import query_chunk_size, row_minmax
@@ -18,23 +24,24 @@ from isorag_pyg.utils.ppr import personalized_pagerank
 
 
 class DenseRetriever:
-    """Flat cosine top-k over the whole corpus, in query chunks."""
+    """Cosine top-k over the whole corpus, in query chunks: the exact scan, or the candidates of
+    an approximate nearest-neighbour index ``ann`` re-scored exactly (default: ``None``, exact)."""
 
     name = "dense"
 
-    def __init__(self, index: GraphIndex, query_chunk: int | None = None):
-        self.index = index
-        self.query_chunk = query_chunk
+    def __init__(self, index: GraphIndex, query_chunk: int | None = None, ann: ANNIndex | None = None):
+        check_ann_index(ann, index)
+        self.index, self.query_chunk, self.ann = index, query_chunk, ann
 
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
         k = check_k(k, self.index.num_nodes)
 
         def run(part: Queries) -> RetrievalResult:
-            top = self.index.scores(part.embeddings).topk(k, dim=1)
-            return RetrievalResult.ranked(top.indices, top.values, {"queries": float(len(part))}, trace)
+            top = dense_candidates(self.index, part.embeddings, k, self.ann)
+            return RetrievalResult.ranked(top.pool, top.pool_scores, {"queries": float(len(part))}, trace)
 
-        return retrieve_in_chunks(queries, query_chunk_size(self.index.num_nodes, self.query_chunk), run)
+        return retrieve_in_chunks(queries, candidate_chunk(self.index, self.ann, self.query_chunk), run)
 
 
 class BM25Retriever:

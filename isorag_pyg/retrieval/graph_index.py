@@ -71,11 +71,14 @@ class GraphIndex:
             raise ValueError("edge_weights=True needs a graph with edge weights")
         return self.edge_weight
 
-    def scores(self, query_embeddings: Tensor) -> Tensor:
-        """Cosine scores ``[Q, N]`` of unit-norm queries against every passage."""
+    def unit_queries(self, query_embeddings: Tensor) -> Tensor:
+        """Query embeddings checked (size, finite), normalised and moved to the device."""
         if query_embeddings.size(-1) != self.dim:
             raise ValueError(f"query embeddings have size {query_embeddings.size(-1)}, passages {self.dim}")
         if not torch.isfinite(query_embeddings).all():
             raise ValueError("query embeddings contain NaN or inf")
-        q = torch.nn.functional.normalize(query_embeddings.float().to(self.device), dim=-1)
-        return q @ self.embeddings.t()
+        return torch.nn.functional.normalize(query_embeddings.float().to(self.device), dim=-1)
+
+    def scores(self, query_embeddings: Tensor) -> Tensor:
+        """Cosine scores ``[Q, N]`` of unit-norm queries against every passage."""
+        return self.unit_queries(query_embeddings) @ self.embeddings.t()

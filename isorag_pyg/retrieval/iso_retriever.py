@@ -7,9 +7,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from isorag_pyg.retrieval.ann import ANNIndex
+from isorag_pyg.retrieval.candidates import (
+    candidate_chunk,
+    check_ann_index,
+    dense_candidates,
+)
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
-from isorag_pyg.retrieval.scoring import query_chunk_size, segment_minmax, segment_topk
+from isorag_pyg.retrieval.scoring import segment_minmax, segment_topk
 from isorag_pyg.retrieval.types import (
     Queries,
     RetrievalResult,
@@ -31,7 +37,9 @@ def teleport_weights(seed_scores: Tensor, tau: float) -> Tensor:
 class ISORetriever:
     """ISO-RAG over a corpus graph.
 
-    Per query: cosine seeds (top ``num_seeds``) and a dense pool of ``L = over_retrieval * k``;
+    Per query: cosine seeds (top ``num_seeds``) and a dense pool of ``L = over_retrieval * k``
+    (from the exact scan, or from ``ann``: then the dense scores used below are dot products
+    with just the passages concerned);
     the local graph is the pool plus the ``hops``-hop neighbourhood of the seeds (at most
     ``max_expansion`` new nodes per hop, best dense score first); edges whose endpoints'
     isoperimetric profiles differ by more than ``beta`` are removed (the rule of
@@ -52,9 +60,12 @@ class ISORetriever:
             (:func:`~isorag_pyg.utils.log_phi_from_ball`).
         phi_mode: ``"real"`` or an ablation (:func:`~isorag_pyg.utils.ablate_log_phi`):
             ``"uniform"``, ``"shuffled"``, ``"random"``, seeded by ``seed``.
-        query_chunk: queries per batched call (default: as many as fit a 256 MiB score block).
+        query_chunk: queries per batched call (default: as many as fit a 256 MiB score block,
+            at most 1024).
         edge_weights: the local PPR follows edges in proportion to the index's edge weights
             (default: unweighted); the filter itself reads only φ.
+        ann: an approximate nearest-neighbour index over ``index``'s embeddings for the pool and
+            seeds (default: ``None``, the exact scan).
     """
 
     name = "iso"
@@ -78,6 +89,7 @@ class ISORetriever:
         seed: int = 0,
         query_chunk: int | None = None,
         edge_weights: bool = False,
+        ann: ANNIndex | None = None,
     ):
         if num_seeds < 1 or hops < 0 or max_expansion < 0:
             raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
@@ -97,6 +109,8 @@ class ISORetriever:
         self.beta, self.phi_mode, self.alpha, self.tau = beta, phi_mode, alpha, tau
         self.lambda_graph, self.lambda_dense, self.tol, self.max_iter = lambda_graph, lambda_dense, tol, max_iter
         self.query_chunk = query_chunk
+        check_ann_index(ann, index)
+        self.ann = ann
 
     def sizes(self, k: int) -> tuple[int, int, int]:
         """(k, pool size L, seeds m), clipped to the corpus."""
@@ -107,22 +121,21 @@ class ISORetriever:
 
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
-        chunk = query_chunk_size(self.index.num_nodes, self.query_chunk)
+        chunk = candidate_chunk(self.index, self.ann, self.query_chunk)
         return retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, k, trace))
 
     def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
         k, pool, m = self.sizes(k)
-        scores = self.index.scores(queries.embeddings)
-        local = build_local_graphs(scores, self.index, m, pool, self.hops, self.max_expansion)
+        candidates = dense_candidates(self.index, queries.embeddings, pool, self.ann)
+        local = build_local_graphs(candidates, self.index, m, self.hops, self.max_expansion)
         num_queries, num_local = len(queries), local.node.numel()
         keep = self.edge_keep[local.edge_slot]
-        teleport = torch.zeros(num_local, device=scores.device)
-        seed_scores = scores.gather(1, local.seeds)
-        teleport[local.seed_pos.reshape(-1)] = teleport_weights(seed_scores, self.tau).reshape(-1)
+        teleport = torch.zeros(num_local, device=local.node.device)
+        teleport[local.seed_pos.reshape(-1)] = teleport_weights(candidates.pool_scores[:, :m], self.tau).reshape(-1)
         weight = None if self.up_edge_weight is None else self.up_edge_weight[local.edge_slot[keep]]
         ppr = personalized_pagerank(local.edge_index[:, keep], teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter, weight)
         pi = ppr.pi.squeeze(1)
-        dense = scores[local.batch, local.node]
+        dense = candidates.score(local.batch, local.node)
         scaled = segment_minmax(torch.stack([pi, dense], 1), local.batch, local.ptr)
         fused = self.lambda_graph * scaled[:, 0] + self.lambda_dense * scaled[:, 1]
         positions, top_scores = segment_topk(fused, local.batch, local.ptr, k)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from isorag_pyg.retrieval.candidates import DenseCandidates
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.utils.csr import expand_neighbors, neighbor_edges
 
@@ -38,23 +39,22 @@ def cap_per_query(query: Tensor, score: Tensor, cap: int, num_queries: int) -> T
 
 
 def build_local_graphs(
-    scores: Tensor,
+    candidates: DenseCandidates,
     index: GraphIndex,
     num_seeds: int,
-    pool_size: int,
     hops: int = 1,
     max_expansion: int = 100,
 ) -> LocalGraphBatch:
-    """V_loc(q) = top-``pool_size`` dense pool ∪ ``hops``-hop neighbourhood of the top-``num_seeds``
-    seeds, and the subgraph it induces.
+    """V_loc(q) = the dense pool of ``candidates`` ∪ ``hops``-hop neighbourhood of its first
+    ``num_seeds`` (the seeds), and the subgraph it induces.
 
     Hub explosion cap: at every hop at most ``max_expansion`` new neighbours per query are kept,
     those with the highest dense score, so a seed next to a hub adds a bounded number of nodes.
     """
-    num_queries, n = scores.shape
-    pool = scores.topk(pool_size, dim=1).indices
+    pool, n = candidates.pool, index.num_nodes
+    num_queries = pool.size(0)
     seeds = pool[:, :num_seeds]
-    qids = torch.arange(num_queries, device=scores.device)
+    qids = torch.arange(num_queries, device=pool.device)
     keys = [(qids.unsqueeze(1) * n + pool).reshape(-1)]
     frontier_q, frontier_node = qids.repeat_interleave(num_seeds), seeds.reshape(-1)
     for _ in range(hops):
@@ -62,7 +62,7 @@ def build_local_graphs(
         hop_keys = torch.unique(frontier_q[position] * n + neighbour)
         frontier_q, frontier_node = hop_keys // n, hop_keys % n
         if hop_keys.numel() > max_expansion:  # otherwise no query can be over the cap
-            kept = cap_per_query(frontier_q, scores[frontier_q, frontier_node], max_expansion, num_queries)
+            kept = cap_per_query(frontier_q, candidates.score(frontier_q, frontier_node), max_expansion, num_queries)
             frontier_q, frontier_node = frontier_q[kept], frontier_node[kept]
         keys.append(frontier_q * n + frontier_node)
     keys = torch.unique(torch.cat(keys))
