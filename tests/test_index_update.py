@@ -97,3 +97,25 @@ def test_refit_retrains_f_theta_on_the_new_graph(base, tmp_path):
     report = index.add([CORPUS[45]], refit=F_THETA)
     assert report.phi_recomputed == len(index) and index.z.shape == (41, before.size(1))
     assert index.f_theta_info["metrics"] is not None
+
+
+@pytest.mark.parametrize("kind, params", [("hnsw", {"ef_search": 512}), ("ivf", {"nlist": 4, "nprobe": 4})])
+def test_updates_keep_the_ann_index_in_step(tmp_path, kind, params):
+    """Added passages enter the ANN index, a removal rebuilds it; searched exhaustively it gives the
+    exact scan's rankings, and it survives save and load."""
+    index = ISORAGIndex.build(CORPUS[:40], graph=GRAPH, f_theta=None, phi=PhiSpec(p=0.0), ann=kind, ann_params=params, progress=False)
+    questions = [q.text for q in WORLD.questions]
+
+    def same_as_exact() -> None:
+        exact = ISORAGIndex.build(list(index.passages), graph=GRAPH, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+        assert index.ann.num_passages == len(index) and index.info()["ann"]["kind"] == kind
+        for name in ("iso", "dense"):
+            assert [[h.id for h in hits] for hits in index.retrieve(questions, k=5, retriever=name)] == \
+                   [[h.id for h in hits] for hits in exact.retrieve(questions, k=5, retriever=name)], name
+
+    assert index.add(CORPUS[40:]).ann == "extended"
+    same_as_exact()
+    assert index.remove([p.id for p in CORPUS[:10]]).ann == "rebuilt"
+    same_as_exact()
+    index = ISORAGIndex.load(index.save(tmp_path / "updated"))
+    same_as_exact()
