@@ -3,7 +3,7 @@
     isorag index CORPUS OUT_DIR [--graph title_mention] [--epochs 30] [--p 1.0] ...
     isorag query INDEX_DIR "question" ["another question" ...] [-k 5] [--retriever iso] [--json]
     isorag info INDEX_DIR
-    isorag serve INDEX_DIR [--host 127.0.0.1] [--port 8000] [--batch-window-ms 2] [--max-batch 128] ...
+    isorag serve INDEX_DIR [--host 127.0.0.1] [--port 8000] [--batch-window-ms 2] [--max-batch 128] [--no-batching] ...
 
 Errors (a bad path, an empty corpus, a missing or corrupt index) are one line on stderr and a
 non-zero exit status; ``ISORAG_DEBUG=1`` shows the traceback instead.
@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"request body size (default: {defaults.max_body_bytes})")
     serve.add_argument("--max-pending", type=int, default=defaults.max_pending,
                        help=f"queued questions beyond which requests get 503 (default: {defaults.max_pending})")
+    serve.add_argument("--threads", type=int, default=None, help="torch threads for encoding and retrieval (default: one per core)")
     serve.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
     return parser
 
@@ -140,7 +141,7 @@ def _serve(args: argparse.Namespace) -> list[str]:
         settings = ServerSettings.unbatched(**limits)
     else:
         settings = ServerSettings(batch_window_ms=args.batch_window_ms, max_batch=args.max_batch, **limits)
-    serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify)
+    serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify, threads=args.threads)
     return []
 
 

@@ -80,3 +80,21 @@ def test_quality_rejects_unusable_tuning_files(tmp_path):
         assert message in quality_error(tmp_path, "--per-dataset-knobs", str(path))
     assert "no dev-tuned knobs recorded for synthetic" in quality_error(tmp_path, "--tuned-on-dev")
     assert not list(tmp_path.glob("quality*.json"))  # nothing written
+
+
+def test_load_test_drives_both_servers_at_every_level(shared_data, tmp_path):
+    from isorag_pyg import ISORAGIndex, PhiSpec
+    from isorag_pyg.datasets import generate_synthetic_dataset
+
+    corpus = generate_synthetic_dataset(num_entities=40, num_hubs=2, hub_size=10, num_questions=4).corpus
+    index_dir = ISORAGIndex.build(corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False).save(tmp_path / "index")
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)}  # 2Wiki questions, any index
+    subprocess.run([sys.executable, "benchmarks/load_test.py", "--index", str(index_dir), "--clients", "1", "4", "--requests", "8",
+                    "--warmup", "2", "--level-seconds", "60"], cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=600)
+    result = json.loads((tmp_path / "load_test.json").read_text())
+    assert [level["clients"] for level in result["levels"]] == [1, 4]
+    for level in result["levels"]:
+        for mode in ("on", "off"):
+            assert level[mode]["requests"] == 8 and not level[mode]["errors"] and level[mode]["p99_ms"] >= level[mode]["p50_ms"] > 0
+        assert level["off"]["questions_per_batch"] == 1.0
+    assert set(result["targets"]) == {"ratio_at_4_clients>=5", "p99_on_at_4_clients<=100ms"}

@@ -23,6 +23,11 @@ from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.settings import ServerSettings
 
 
+#: The counters ``GET /health`` reports (see :class:`RetrievalEngine`).
+STATS = ("requests", "questions", "batches", "encoder_calls", "retrieval_calls", "encode_seconds", "retrieval_seconds",
+         "failed_requests", "largest_batch")
+
+
 class RetrieveBody(BaseModel):
     """``POST /retrieve``'s body (strict types: ``"5"`` is not a ``k``; unknown fields are errors)."""
 
@@ -171,9 +176,9 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings()) 
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        """Liveness and counters: requests, questions, batches, encoder and retrieval calls."""
-        stats = {key: engine.stats[key] for key in ("requests", "questions", "batches", "encoder_calls", "retrieval_calls",
-                                                    "failed_requests", "largest_batch")}
+        """Liveness and counters: requests, questions, batches, encoder and retrieval calls and
+        their seconds, failed requests, the largest batch."""
+        stats = {key: engine.stats[key] for key in STATS}
         return {"status": "ok", "passages": len(index), "queued": batcher.queued, "stats": stats}
 
     @app.get("/info")

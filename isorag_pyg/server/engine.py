@@ -4,6 +4,7 @@ retrieval call per (retriever, k). Synchronous and single-threaded by design; th
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
@@ -40,12 +41,12 @@ class RetrievalEngine:
     fails the requests it concerns.
 
     ``stats`` counts batches, requests, questions, encoder and retrieval calls, failed requests
-    and the largest batch (questions).
+    and the largest batch (questions), and the seconds spent encoding and retrieving.
     """
 
     def __init__(self, index: ISORAGIndex):
         self.index = index
-        self.stats: Counter[str] = Counter()
+        self.stats: Counter[str] = Counter()  # counts, and seconds (floats)
         self._retrievers: dict[str, Retriever] = {}
 
     def retriever(self, name: str) -> Retriever:
@@ -83,8 +84,9 @@ class RetrievalEngine:
             return err
 
     def _answer(self, requests: Sequence[RetrievalRequest]) -> list[Hits]:
+        start = time.perf_counter()
         queries = self.index.encode_questions([q for request in requests for q in request.questions])
-        self.stats["encoder_calls"] += 1
+        self.stats.update(encoder_calls=1, encode_seconds=time.perf_counter() - start)
         starts = [0]
         for request in requests:
             starts.append(starts[-1] + len(request))
@@ -95,8 +97,9 @@ class RetrievalEngine:
         for (name, k), members in groups.items():
             rows = [row for i in members for row in range(starts[i], starts[i + 1])]
             part = Queries([queries.texts[row] for row in rows], queries.embeddings[rows])
+            start = time.perf_counter()
             result = self.retriever(name).retrieve(part, k)
-            self.stats["retrieval_calls"] += 1
+            self.stats.update(retrieval_calls=1, retrieval_seconds=time.perf_counter() - start)
             hits = self.index.hits(result.indices, result.scores)
             offset = 0
             for i in members:
