@@ -5,6 +5,7 @@
     isorag info INDEX_DIR
     isorag add INDEX_DIR CORPUS [--refit]        isorag remove INDEX_DIR ID [ID ...]
     isorag tune INDEX_DIR QUESTIONS [--grid beta=0.05,0.1 hops=1,2]
+    isorag serve INDEX_DIR [--host 127.0.0.1] [--port 8000] [--batch-window-ms 2] [--max-batch 128] [--no-batching] ...
 
 Errors (a bad path, an empty corpus, a missing or corrupt index) are one line on stderr and a
 non-zero exit status; ``ISORAG_DEBUG=1`` shows the traceback instead.
@@ -70,6 +71,29 @@ def _parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="show an index's manifest and graph statistics")
     info.add_argument("index_dir")
     info.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
+
+    from isorag_pyg.server.settings import ServerSettings  # light: a dataclass
+
+    defaults = ServerSettings()
+    serve = commands.add_parser("serve", help="serve an index over HTTP (POST /retrieve, GET /health, GET /info)")
+    serve.add_argument("index_dir")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (default: 8000)")
+    serve.add_argument("--batch-window-ms", type=float, default=defaults.batch_window_ms,
+                       help=f"how long a request waits for others to share its batch (default: {defaults.batch_window_ms:g})")
+    serve.add_argument("--max-batch", type=int, default=defaults.max_batch, help=f"questions per batched call (default: {defaults.max_batch})")
+    serve.add_argument("--no-batching", action="store_true", help="answer every request on its own (--max-batch 1 --batch-window-ms 0)")
+    serve.add_argument("--max-questions", type=int, default=defaults.max_questions,
+                       help=f"questions per request (default: {defaults.max_questions})")
+    serve.add_argument("--max-k", type=int, default=defaults.max_k, help=f"largest k a request may ask for (default: {defaults.max_k})")
+    serve.add_argument("--max-question-chars", type=int, default=defaults.max_question_chars,
+                       help=f"characters per question (default: {defaults.max_question_chars})")
+    serve.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes,
+                       help=f"request body size (default: {defaults.max_body_bytes})")
+    serve.add_argument("--max-pending", type=int, default=defaults.max_pending,
+                       help=f"queued questions beyond which requests get 503 (default: {defaults.max_pending})")
+    serve.add_argument("--threads", type=int, default=None, help="torch threads for encoding and retrieval (default: one per core)")
+    serve.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
     return parser
 
 
@@ -91,6 +115,7 @@ def _index(args: argparse.Namespace) -> list[str]:
 
 def _query(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.index import ISORAGIndex
+    from isorag_pyg.index.answers import answer_json
 
     timings = {"imports_s": time.perf_counter() - _START}
     start = time.perf_counter()
@@ -105,7 +130,7 @@ def _query(args: argparse.Namespace) -> list[str]:
     lines = []
     for question, results in zip(args.questions, hits):
         if args.json:
-            lines.append(json.dumps({"question": question, "results": [r.to_dict() for r in results]}, ensure_ascii=False))
+            lines.append(json.dumps(answer_json(question, results), ensure_ascii=False))
             continue
         lines.append(f"Q: {question}")
         for rank, r in enumerate(results, 1):
@@ -164,6 +189,20 @@ def _info(args: argparse.Namespace) -> list[str]:
     return [json.dumps(info, indent=2, ensure_ascii=False)]
 
 
+def _serve(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.server.runner import serve  # light until the address is bound
+    from isorag_pyg.server.settings import ServerSettings
+
+    limits = {"max_questions": args.max_questions, "max_k": args.max_k, "max_question_chars": args.max_question_chars,
+              "max_body_bytes": args.max_body_bytes, "max_pending": args.max_pending}
+    if args.no_batching:
+        settings = ServerSettings.unbatched(**limits)
+    else:
+        settings = ServerSettings(batch_window_ms=args.batch_window_ms, max_batch=args.max_batch, **limits)
+    serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify, threads=args.threads)
+    return []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out = sys.stdout
@@ -171,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # libraries print notices to stdout (e.g. transformers under WANDB_MODE=offline): send
         # them to stderr, so stdout carries only the answer (and --json stays parseable)
         with contextlib.redirect_stdout(sys.stderr):
-            lines = {"index": _index, "query": _query, "info": _info, "add": _add, "remove": _remove, "tune": _tune}[args.command](args)
+            commands = {"index": _index, "query": _query, "info": _info, "add": _add, "remove": _remove, "tune": _tune, "serve": _serve}
+            lines = commands[args.command](args)
         out.write("".join(f"{line}\n" for line in lines))
     except KeyboardInterrupt:
         print("isorag: interrupted", file=sys.stderr)

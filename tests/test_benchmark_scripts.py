@@ -97,3 +97,21 @@ def test_ann_benchmark_compares_exact_hnsw_and_ivf(tmp_path):
     assert all(0.0 <= real[label]["recall@5"] <= 1.0 for label in real)
     # 62 passages: both indexes search them all, so the pool and the rankings are the exact ones
     assert real["ivf"]["pool_recall"] == 1.0 and real["ivf"]["recall@5"] == real["exact"]["recall@5"]
+
+
+def test_load_test_drives_both_servers_at_every_level(shared_data, tmp_path):
+    from isorag_pyg import ISORAGIndex, PhiSpec
+    from isorag_pyg.datasets import generate_synthetic_dataset
+
+    corpus = generate_synthetic_dataset(num_entities=40, num_hubs=2, hub_size=10, num_questions=4).corpus
+    index_dir = ISORAGIndex.build(corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False).save(tmp_path / "index")
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)}  # 2Wiki questions, any index
+    subprocess.run([sys.executable, "benchmarks/load_test.py", "--index", str(index_dir), "--clients", "1", "4", "--requests", "8",
+                    "--warmup", "2", "--level-seconds", "60"], cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=600)
+    result = json.loads((tmp_path / "load_test.json").read_text())
+    assert [level["clients"] for level in result["levels"]] == [1, 4]
+    for level in result["levels"]:
+        for mode in ("on", "off"):
+            assert level[mode]["requests"] == 8 and not level[mode]["errors"] and level[mode]["p99_ms"] >= level[mode]["p50_ms"] > 0
+        assert level["off"]["questions_per_batch"] == 1.0
+    assert set(result["targets"]) == {"ratio_at_4_clients>=5", "p99_on_at_4_clients<=100ms"}

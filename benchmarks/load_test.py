@@ -1,0 +1,234 @@
+"""Load test of ``isorag serve`` on the 2Wiki index: micro-batching on against off, in one run.
+
+    python benchmarks/load_test.py [--index DIR] [--clients 1 16 128] [--requests 1024] [--level-seconds 120] [--server-threads N]
+
+* The index: ``--index DIR`` if it holds one, else ``ISORAGIndex.build`` over the 2Wiki corpus
+  with the project's defaults (title-mention graph, f_θ 30 epochs, φ p = 1), saved to ``DIR``
+  (default: a temporary folder, removed at the end).
+* Two servers on 127.0.0.1 (free ports), started side by side: micro-batching on (the
+  defaults: ``--batch-window-ms 2 --max-batch 128``) and off (``--no-batching``).
+* For each level of concurrent clients, each server is driven by that many asyncio clients
+  (aiohttp, one connection each, closed loop) sending single-question ``POST /retrieve``
+  requests (2Wiki dev questions, ``k`` = 5, ISO-RAG), in the order on, off, off, on, each run
+  until ``--requests`` / 2 requests have been sent or ``--level-seconds`` / 2 have passed (so
+  that load from other processes, drifting over time, weighs on both modes alike). Only 200
+  answers with ``k`` passages count; anything else is counted as an error.
+* Prints requests/s and p50 / p99 latency per level, on and off side by side with their ratio,
+  the batches the servers formed, where their worker's time went per question (encoder, ISO-RAG
+  retrieval; from ``GET /health``), and the machine's load average; writes
+  benchmarks/results/load_test.json.
+
+Targets at 128 clients: micro-batching on serves ≥ 5× the requests/s of off, with p99 ≤ 100 ms.
+Clients and servers share the machine's cores: the figures are for this machine as it was.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import aiohttp
+import numpy as np
+from _common import REPO, eval_config, write_json
+
+MODES = {"on": [], "off": ["--no-batching"]}
+ORDER = ("on", "off", "off", "on")
+
+
+def load_or_build_index(directory: Path, questions_only: bool) -> tuple[list[str], dict[str, Any]]:
+    """The 2Wiki dev questions, and (building it first unless ``questions_only``) the index's summary."""
+    from isorag_pyg.index import ISORAGIndex
+    from isorag_pyg.jobs import config as conf
+
+    cfg = eval_config("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false")
+    eval_ds, _ = conf.split_datasets(cfg)
+    if not questions_only:
+        start = time.perf_counter()
+        index = ISORAGIndex.build(eval_ds.corpus, encoder=conf.encoder(cfg.encoder), graph=conf.graph_spec(cfg),
+                                  f_theta=conf.f_theta_config(cfg), phi=conf.phi_spec(cfg), progress=False)
+        index.save(directory)
+        print(f"built the 2Wiki index in {time.perf_counter() - start:.0f} s: {index!r}", flush=True)
+    info = ISORAGIndex.load(directory).info()
+    return [q.text for q in eval_ds.questions], {"dir": str(directory), "counts": info["counts"], "graph": info["graph"]["builders"],
+                                                 "f_theta": info["f_theta"] is not None, "phi": info["phi"]}
+
+
+class ServerProcess:
+    """``isorag serve`` on a free 127.0.0.1 port; :meth:`ready` waits for its address."""
+
+    def __init__(self, index_dir: Path, log: Path, args: list[str]):
+        self.log = log
+        with open(log, "w") as stderr:
+            self.process = subprocess.Popen([sys.executable, "-m", "isorag_pyg.cli", "serve", str(index_dir), "--port", "0", *args],
+                                            stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO)
+
+    def ready(self, timeout: float = 600) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if found := re.search(r"listening on (http://\S+)", self.log.read_text()):
+                return found.group(1)
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.process.returncode}: {self.log.read_text()[-1000:]}")
+            time.sleep(0.2)
+        raise RuntimeError(f"the server did not start within {timeout} s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@contextlib.contextmanager
+def servers(index_dir: Path, work: Path, window_ms: float, max_batch: int, threads: int | None) -> Iterator[dict[str, str]]:
+    """Both servers, started side by side; mode -> URL."""
+    batching = ["--batch-window-ms", str(window_ms), "--max-batch", str(max_batch)] + (["--threads", str(threads)] if threads else [])
+    running = {mode: ServerProcess(index_dir, work / f"serve-{mode}.log", batching + args) for mode, args in MODES.items()}
+    try:
+        yield {mode: server.ready() for mode, server in running.items()}
+    finally:
+        for server in running.values():
+            server.stop()
+
+
+async def drive(url: str, questions: list[str], clients: int, requests: int, seconds: float, k: int) -> dict[str, Any]:
+    """``clients`` closed-loop clients sending single-question requests until ``requests`` are
+    sent or ``seconds`` have passed: the good answers' latencies (s), errors by kind, wall time,
+    requests sent, and the server's counters over the run."""
+    latencies: list[float] = []
+    errors: Counter[str] = Counter()
+    sent = 0
+    timeout = aiohttp.ClientTimeout(total=seconds + 60)
+    async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=clients), timeout=timeout) as session:
+        async with session.get("/health") as response:
+            before = (await response.json())["stats"]
+        start = time.perf_counter()
+        deadline = start + seconds
+
+        async def client() -> None:
+            nonlocal sent
+            while sent < requests and time.perf_counter() < deadline:
+                body = {"questions": [questions[sent % len(questions)]], "k": k, "retriever": "iso"}
+                sent += 1
+                began = time.perf_counter()
+                try:
+                    async with session.post("/retrieve", json=body) as response:
+                        answer = await response.json() if response.status == 200 else None
+                        status = response.status
+                except (aiohttp.ClientError, asyncio.TimeoutError) as err:
+                    errors[type(err).__name__] += 1
+                    continue
+                if answer is not None and len(answer) == 1 and len(answer[0]["results"]) == k:
+                    latencies.append(time.perf_counter() - began)
+                else:
+                    errors[f"HTTP {status}" if status != 200 else "wrong answer"] += 1
+
+        await asyncio.gather(*(client() for _ in range(clients)))
+        wall = time.perf_counter() - start
+        async with session.get("/health") as response:
+            after = (await response.json())["stats"]
+    return {"latencies": latencies, "errors": errors, "wall": wall, "sent": sent, "server": {key: after[key] - before[key] for key in before}}
+
+
+def summary(runs: list[dict[str, Any]], requests: int) -> dict[str, Any]:
+    """One mode's figures over its runs at one level."""
+    ms = np.asarray([x for run in runs for x in run["latencies"]]) * 1000
+    wall = sum(run["wall"] for run in runs)
+    server = {key: sum(run["server"][key] for run in runs) for key in runs[0]["server"] if key != "largest_batch"}
+    busy = server["encode_seconds"] + server["retrieval_seconds"]
+    return {
+        "requests": len(ms), "errors": dict(sum((run["errors"] for run in runs), Counter())), "wall_s": round(wall, 3),
+        "stopped_by_time": sum(run["sent"] for run in runs) < requests, "requests_per_s": round(len(ms) / wall, 2),
+        "p50_ms": round(float(np.percentile(ms, 50)), 2) if len(ms) else None,
+        "p99_ms": round(float(np.percentile(ms, 99)), 2) if len(ms) else None,
+        "mean_ms": round(float(ms.mean()), 2) if len(ms) else None,
+        "batches": server["batches"], "questions_per_batch": round(server["questions"] / max(server["batches"], 1), 2),
+        "retrieval_calls": server["retrieval_calls"],
+        # where the worker's time went, per question: the encoder, and ISO-RAG's batched retrieval
+        "encode_ms_per_question": round(server["encode_seconds"] * 1000 / max(server["questions"], 1), 3),
+        "retrieval_ms_per_question": round(server["retrieval_seconds"] * 1000 / max(server["questions"], 1), 3),
+        "worker_busy_fraction": round(busy / wall, 3),
+    }
+
+
+def row(level: dict[str, Any]) -> str:
+    on, off = level["on"], level["off"]
+
+    def figures(run: dict[str, Any]) -> str:
+        return (f"{run['requests_per_s']:7.1f} req/s p50 {run['p50_ms']:8.1f} ms p99 {run['p99_ms']:8.1f} ms "
+                f"({run['questions_per_batch']:5.1f} q/batch, encode {run['encode_ms_per_question']:5.1f} + "
+                f"ISO {run['retrieval_ms_per_question']:5.2f} ms/q)")
+
+    errors = f" | errors on {on['errors']} off {off['errors']}" if on["errors"] or off["errors"] else ""
+    return (f"{level['clients']:>4} clients | on: {figures(on)} | off: {figures(off)} | on/off {level['ratio_requests_per_s']:.2f}x "
+            f"| load {level['load_1min']:.2f}{errors}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--index", type=Path, default=None, help="an index to serve; built there from the 2Wiki corpus when missing")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 128], help="concurrency levels (default: 1 16 128)")
+    parser.add_argument("--requests", type=int, default=1024, help="requests per level and mode (default: 1024)")
+    parser.add_argument("--level-seconds", type=float, default=120, help="wall-time cap per level and mode (default: 120)")
+    parser.add_argument("--warmup", type=int, default=64, help="unrecorded requests per server first (default: 64)")
+    parser.add_argument("-k", type=int, default=5)
+    parser.add_argument("--batch-window-ms", type=float, default=2.0)
+    parser.add_argument("--max-batch", type=int, default=128)
+    parser.add_argument("--server-threads", type=int, default=None, help="the servers' --threads (default: theirs, one per core)")
+    args = parser.parse_args()
+    if min(args.clients) < 1 or args.requests < 2 or args.level_seconds <= 0:
+        parser.error("--clients and --level-seconds must be positive, --requests at least 2")
+
+    with tempfile.TemporaryDirectory(prefix="isorag-load-") as tmp:
+        work = Path(tmp)
+        index_dir = args.index or work / "index"
+        questions, index_info = load_or_build_index(index_dir, questions_only=(index_dir / "manifest.json").is_file())
+        load_before = os.getloadavg()
+        print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} ({os.cpu_count()} cores)", flush=True)
+        levels = []
+        with servers(index_dir, work, args.batch_window_ms, args.max_batch, args.server_threads) as urls:
+            for url in urls.values():
+                asyncio.run(drive(url, questions[::-1], min(16, args.warmup), args.warmup, args.level_seconds, args.k))
+            for offset, clients in enumerate(args.clients):
+                level: dict[str, Any] = {"clients": clients, "load_1min": round(os.getloadavg()[0], 2)}
+                shift = offset * args.requests % len(questions)
+                shifted = questions[shift:] + questions[:shift]
+                # on, off, off, on, each with half the requests and time: drifting load from
+                # other processes weighs on both modes alike
+                runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
+                for mode in ORDER:
+                    runs[mode].append(asyncio.run(drive(urls[mode], shifted, clients, args.requests // 2, args.level_seconds / 2, args.k)))
+                for mode, parts in runs.items():
+                    level[mode] = summary(parts, args.requests // 2 * 2)
+                level["ratio_requests_per_s"] = round(level["on"]["requests_per_s"] / max(level["off"]["requests_per_s"], 1e-9), 2)
+                levels.append(level)
+                print(row(level), flush=True)
+        load_after = os.getloadavg()
+    print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+    top = max(levels, key=lambda level: level["clients"])
+    targets = {f"ratio_at_{top['clients']}_clients>=5": top["ratio_requests_per_s"] >= 5,
+               f"p99_on_at_{top['clients']}_clients<=100ms": top["on"]["p99_ms"] is not None and top["on"]["p99_ms"] <= 100}
+    print("targets: " + ", ".join(f"{key}: {'met' if met else 'NOT met'}" for key, met in targets.items()))
+    write_json("load_test.json", {
+        "index": index_info, "k": args.k, "retriever": "iso", "requests_per_level": args.requests, "level_seconds": args.level_seconds,
+        "batching": {"batch_window_ms": args.batch_window_ms, "max_batch": args.max_batch}, "server_threads": args.server_threads,
+        "order": "per level: on, off, off, on, each with half the requests and half the time cap",
+        "load_average_before": load_before, "load_average_after": load_after, "levels": levels, "targets": targets,
+    })
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The HTTP API (FastAPI): ``POST /retrieve``, ``GET /health``, ``GET /info``.
+
+Every bad request gets a 4xx whose JSON body is ``{"detail": "<one-line message>"}``:
+malformed JSON 400, a body over the size limit 413, anything else wrong with the request 422;
+an overloaded or stopping server answers 503.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+import isorag_pyg
+from isorag_pyg.index import RETRIEVERS, ISORAGIndex
+from isorag_pyg.index.answers import answer_json
+from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
+from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
+from isorag_pyg.server.settings import ServerSettings
+
+
+#: The counters ``GET /health`` reports (see :class:`RetrievalEngine`).
+STATS = ("requests", "questions", "batches", "encoder_calls", "retrieval_calls", "encode_seconds", "retrieval_seconds",
+         "failed_requests", "largest_batch")
+
+
+class RetrieveBody(BaseModel):
+    """``POST /retrieve``'s body (strict types: ``"5"`` is not a ``k``; unknown fields are errors)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    questions: list[str]
+    k: int = 5
+    retriever: str = "iso"
+
+
+class Passage(BaseModel):
+    id: str
+    title: str
+    text: str
+    score: float
+
+
+class Answer(BaseModel):
+    """One question's answer, exactly as ``isorag query --json`` prints it."""
+
+    question: str
+    results: list[Passage]
+
+
+BODY_SHAPE = 'the body must be a JSON object {"questions": [...], "k": 5, "retriever": "iso"} sent as application/json'
+
+
+class RequestError(ValueError):
+    """A request the limits or the index refuse (422)."""
+
+
+def checked_request(body: RetrieveBody, settings: ServerSettings) -> RetrievalRequest:
+    """``body`` as a :class:`RetrievalRequest`, or :class:`RequestError` naming what is wrong."""
+    if not body.questions:
+        raise RequestError("questions must be a non-empty list of strings")
+    if len(body.questions) > settings.max_questions:
+        raise RequestError(f"at most {settings.max_questions} questions per request, got {len(body.questions)}")
+    for i, question in enumerate(body.questions):
+        if not question.strip():
+            raise RequestError(f"question {i} is empty")
+        if len(question) > settings.max_question_chars:
+            raise RequestError(f"question {i} has {len(question)} characters; the limit is {settings.max_question_chars}")
+    if not 1 <= body.k <= settings.max_k:
+        raise RequestError(f"k must lie between 1 and {settings.max_k}, got {body.k}")
+    if body.retriever not in RETRIEVERS:
+        raise RequestError(f"unknown retriever {body.retriever!r}; choose from {', '.join(RETRIEVERS)}")
+    return RetrievalRequest(tuple(body.questions), body.k, body.retriever)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=status)
+
+
+class BodyLimit:
+    """ASGI middleware: request bodies over ``max_bytes`` get 413 (by their declared length
+    before anything is read, or as soon as the streamed body passes the limit)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = _error(413, f"request body over the limit of {self.max_bytes} bytes")
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await too_large(scope, receive, send)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        body: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        async def replay() -> Message:
+            nonlocal body
+            if body is not None:
+                message, body = body, None
+                return message
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _validation_message(err: RequestValidationError) -> tuple[int, str]:
+    """(status, one line) for FastAPI's validation errors: 400 for malformed JSON, else 422."""
+    errors = err.errors()
+    for e in errors:
+        if e.get("type") == "json_invalid":
+            return 400, f"malformed JSON: {e.get('ctx', {}).get('error', e.get('msg', 'invalid JSON'))}"
+    parts = []
+    for e in errors:
+        where = ".".join(str(part) for part in e.get("loc", ()) if part != "body")
+        parts.append(f"{where}: {e.get('msg', 'invalid')}" if where else BODY_SHAPE)
+    return 422, "; ".join(dict.fromkeys(parts))
+
+
+def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings()) -> FastAPI:
+    """The server over a loaded index. The app owns a :class:`RetrievalEngine`
+    (``app.state.engine``, counters in ``/health``) and a :class:`MicroBatcher` feeding it,
+    started and stopped with the app's lifespan."""
+    engine = RetrievalEngine(index)
+    batcher: MicroBatcher[RetrievalRequest, Hits] = MicroBatcher(engine.run, settings.batch_window_ms / 1000, settings.max_batch,
+                                                                 settings.max_pending)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        batcher.start()
+        try:
+            yield
+        finally:
+            await batcher.close()
+
+    app = FastAPI(title="isorag", version=isorag_pyg.__version__, lifespan=lifespan,
+                  description="ISO-RAG retrieval with dynamic micro-batching.")
+    app.state.engine, app.state.batcher, app.state.settings = engine, batcher, settings
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, err: RequestValidationError) -> JSONResponse:
+        return _error(*_validation_message(err))
+
+    @app.post("/retrieve", response_model=list[Answer], responses={400: {}, 413: {}, 422: {}, 503: {}})
+    async def retrieve(body: RetrieveBody) -> JSONResponse:
+        """The top ``k`` passages for each question: a list with one ``isorag query --json``
+        object per question, in order."""
+        try:
+            request = checked_request(body, settings)
+            hits = await batcher.submit(request)
+        except BatcherUnavailable as err:
+            return _error(503, str(err))
+        except ValueError as err:  # the limits, or the index refusing the request
+            return _error(422, str(err))
+        except Exception as err:
+            return _error(500, f"retrieval failed: {type(err).__name__}: {err}")
+        return JSONResponse([answer_json(q, h) for q, h in zip(request.questions, hits)])
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Liveness and counters: requests, questions, batches, encoder and retrieval calls and
+        their seconds, failed requests, the largest batch."""
+        stats = {key: engine.stats[key] for key in STATS}
+        return {"status": "ok", "passages": len(index), "queued": batcher.queued, "stats": stats}
+
+    @app.get("/info")
+    async def info() -> dict[str, Any]:
+        """The index's manifest (encoder, graph, f_θ, φ, knobs, counts), retrievers and settings."""
+        return {"index": index.info(), "retrievers": list(RETRIEVERS), "settings": settings.to_dict()}
+
+    return app

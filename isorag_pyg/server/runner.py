@@ -1,0 +1,62 @@
+"""``isorag serve``: bind, load the index, warm up, and run uvicorn until SIGINT or SIGTERM."""
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+from isorag_pyg.server.settings import ServerSettings
+
+#: Seconds in-flight requests get to finish after SIGINT / SIGTERM.
+GRACEFUL_SHUTDOWN_S = 5
+#: Connections the kernel holds for the server before it accepts them.
+BACKLOG = 2048
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``port`` 0: a free one), not yet listening: clients
+    are refused, not left hanging, while the index and the model load. ``OSError`` when the
+    address is taken or not local."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as err:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    return sock
+
+
+def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, settings: ServerSettings = ServerSettings(),
+          verify: bool = True, threads: int | None = None) -> None:
+    """Serve the index in ``index_dir`` over HTTP until interrupted, with ``threads`` torch
+    threads for encoding and retrieval (default: torch's, one per core). Prints
+    ``isorag serve: listening on http://HOST:PORT ...`` to stderr once the model is loaded."""
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    sock = bind(host, port)  # before torch, FastAPI and the index are even imported: a taken port fails at once
+    try:
+        import torch
+        import uvicorn
+
+        from isorag_pyg.index import ISORAGIndex
+        from isorag_pyg.server.app import create_app
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        index = ISORAGIndex.load(index_dir, verify=verify)
+        app = create_app(index, settings)
+        app.state.engine.warm_up()
+        sock.listen(BACKLOG)  # from here on, connections wait for uvicorn instead of being refused
+        bound_host, bound_port = sock.getsockname()[:2]
+        url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+        batching = (f"micro-batching: window {settings.batch_window_ms:g} ms, max {settings.max_batch} questions"
+                    if settings.batching else "micro-batching off")
+        print(f"isorag serve: listening on http://{url_host}:{bound_port} ({len(index)} passages; {batching}; "
+              f"{torch.get_num_threads()} torch threads)", file=sys.stderr, flush=True)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", backlog=BACKLOG,
+                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

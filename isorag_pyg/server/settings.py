@@ -1,0 +1,54 @@
+"""The server's micro-batching knobs and request limits, in one checked object."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How ``isorag serve`` batches and what it accepts.
+
+    Args:
+        batch_window_ms: how long the first request of a batch waits for others (milliseconds;
+            ``0``: no waiting, but requests already queued still share a call).
+        max_batch: questions per batched call; whole requests are added while they fit (a
+            request is never split, so one larger than this is a batch of its own). ``1``
+            turns micro-batching off: every request is encoded and retrieved on its own.
+        max_questions: questions per request.
+        max_k: largest ``k`` a request may ask for.
+        max_question_chars: characters per question.
+        max_body_bytes: request body size; larger bodies get 413 before they are read.
+        max_pending: questions waiting for the worker; beyond it requests get 503 (overload).
+    """
+
+    batch_window_ms: float = 2.0
+    max_batch: int = 128
+    max_questions: int = 64
+    max_k: int = 100
+    max_question_chars: int = 2000
+    max_body_bytes: int = 1 << 20
+    max_pending: int = 4096
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.batch_window_ms <= 1000:
+            raise ValueError(f"batch window must lie in [0, 1000] ms, got {self.batch_window_ms}")
+        for name in ("max_batch", "max_questions", "max_k", "max_question_chars", "max_body_bytes", "max_pending"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_pending < self.max_questions:
+            raise ValueError(f"max_pending ({self.max_pending}) must be at least max_questions ({self.max_questions})")
+
+    @classmethod
+    def unbatched(cls, **limits: Any) -> "ServerSettings":
+        """Micro-batching off (every request on its own), with the given limits."""
+        return cls(**{**limits, "batch_window_ms": 0.0, "max_batch": 1})
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "batching": self.batching}
