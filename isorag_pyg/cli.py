@@ -33,11 +33,13 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--graph", default="title_mention", help="graph builders, '+'-separated: title_mention, knn (default: title_mention)")
     build.add_argument("--encoder", default=None, help="sentence-transformers name or path (default: the bundled all-MiniLM-L6-v2)")
     build.add_argument("--epochs", type=int, default=30, help="f_θ training epochs (default: 30)")
-    build.add_argument("--p", type=float, default=None, help="φ's volume exponent; 0 skips f_θ (default: 1.0)")
+    build.add_argument("--p", type=float, default=None, help="φ's volume exponent: 0 counts nodes and needs no f_θ, > 0 trains f_θ for hyperbolic volumes (default: 0)")
     build.add_argument("--shell-floor", type=float, default=None, help="φ's shell floor (default: 8.0)")
     build.add_argument("--max-tokens", type=int, default=None, help="tokens per passage when splitting documents (default: 200)")
     build.add_argument("--ann", choices=["exact", "hnsw", "ivf"], default="exact",
                        help="dense candidates: scan every passage, or a FAISS hnsw / ivf index at its default parameters (default: exact)")
+    build.add_argument("--encode-devices", nargs="+", default=None, metavar="DEVICE",
+                       help="encode in one process per device, e.g. cuda:0 cuda:1, or cpu cpu cpu cpu (default: one process)")
     build.add_argument("--seed", type=int, default=42)
     build.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -98,13 +100,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _index(args: argparse.Namespace) -> list[str]:
-    from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
+    from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, SentenceEncoder
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.utils.isoperimetric import PhiSpec
 
-    encoder = args.encoder or DEFAULT_ENCODER
     read_kwargs = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}
-    passages = ISORAGIndex.read_corpus(args.corpus, encoder=encoder, **read_kwargs)
+    passages = ISORAGIndex.read_corpus(args.corpus, encoder=args.encoder or DEFAULT_ENCODER, **read_kwargs)
+    encoder = SentenceEncoder(args.encoder or DEFAULT_ENCODER, show_progress=not args.quiet, devices=args.encode_devices)
     phi = PhiSpec(**{k: v for k, v in (("p", args.p), ("shell_floor", args.shell_floor)) if v is not None})
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = {name: {} for name in args.graph.split("+") if name}

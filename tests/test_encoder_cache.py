@@ -94,3 +94,18 @@ def test_bundled_model_offline(tmp_path):
     assert emb.shape == (3, 384) and emb.dtype == torch.float32
     assert torch.allclose(emb.norm(dim=-1), torch.ones(3), atol=1e-5)
     assert emb[0] @ emb[1] > emb[0] @ emb[2]
+
+
+def test_multi_process_encoding_equals_one_process(tmp_path, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    pools, start = [], SentenceTransformer.start_multi_process_pool
+    monkeypatch.setattr(SentenceTransformer, "start_multi_process_pool",
+                        lambda self, target_devices=None: pools.append(target_devices) or start(self, target_devices))
+    texts = [f"Passage {i} is about the river Quenmora and its {i % 7} bridges." for i in range(40)]
+    one = SentenceEncoder(cache_dir=None, show_progress=False, device="cpu").encode(texts)
+    pool = SentenceEncoder(cache_dir=tmp_path, show_progress=False, devices=["cpu", "cpu"])
+    assert torch.allclose(pool.encode(texts), one, atol=1e-5)
+    assert pools == [["cpu", "cpu"]]  # sentence-transformers' multi-process pool, one process per entry
+    with pytest.raises(ValueError, match="at least one device"):
+        SentenceEncoder(devices=[])

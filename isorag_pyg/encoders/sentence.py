@@ -70,6 +70,9 @@ class SentenceEncoder:
         cache_dir: where embeddings are cached, ``None`` disables caching
             (default: ``$ISORAG_CACHE_DIR`` or ``~/.cache/isorag_pyg``).
         show_progress: show a progress bar while encoding (default: ``True``).
+        devices: encode across several processes, one per entry (e.g. ``["cuda:0", "cuda:1"]``,
+            or ``["cpu"] * 4``), with sentence-transformers' multi-process pool; the embeddings
+            equal one process's (default: ``None``, one process on ``device``).
     """
 
     def __init__(
@@ -79,7 +82,10 @@ class SentenceEncoder:
         device: str | None = None,
         cache_dir: str | Path | None = "default",
         show_progress: bool = True,
+        devices: Sequence[str] | None = None,
     ):
+        if devices is not None and len(devices) == 0:
+            raise ValueError("devices must name at least one device, or be None")
         self.name = model
         self.model_path = resolve_model(model)
         if Path(self.model_path).is_dir():
@@ -89,6 +95,7 @@ class SentenceEncoder:
         directory = default_cache_dir() if cache_dir == "default" else cache_dir
         self.cache = EmbeddingCache(directory) if directory is not None else None
         self.show_progress = show_progress
+        self.devices = list(devices) if devices is not None and len(devices) > 1 else None
         self._model = None
         self._fingerprint: str | None = None
 
@@ -124,6 +131,7 @@ class SentenceEncoder:
             convert_to_tensor=True,
             normalize_embeddings=True,
             show_progress_bar=self.show_progress and len(texts) > self.batch_size,
+            **({"device": self.devices} if self.devices else {}),  # a list: the multi-process pool
         )
         emb = emb.detach().float().cpu()
         if self.cache is not None:
