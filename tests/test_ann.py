@@ -215,3 +215,16 @@ def test_an_unreadable_ann_file_names_the_file(exact_index, tmp_path):
         loaded.retrieve(QUESTIONS[:1])
     with pytest.raises(IndexFormatError, match="checksum mismatch"):
         ISORAGIndex.load(saved)
+
+
+def test_extending_copies_and_rebuilding_derives_ivf_sizes_again():
+    x = clustered()
+    ann = ANNIndex.build(x[:300], "hnsw")
+    grown = ann.extended(x[300:])
+    assert ann.num_passages == 300 and grown.num_passages == x.size(0)  # a retriever holding `ann` still sees its 300 rows
+    assert grown.params == ann.params
+    ivf = ANNIndex.build(x, "ivf")  # nlist derived from N
+    smaller = ivf.rebuilt(x[:100])
+    assert smaller.params["nlist"] == resolve_params("ivf", {}, 100)["nlist"] < ivf.params["nlist"]
+    fixed = ANNIndex.build(x, "ivf", {"nlist": 7})
+    assert fixed.rebuilt(x[:100]).params["nlist"] == 7  # a size the user chose is kept

@@ -109,3 +109,8 @@ def test_multi_process_encoding_equals_one_process(tmp_path, monkeypatch):
     assert pools == [["cpu", "cpu"]]  # sentence-transformers' multi-process pool, one process per entry
     with pytest.raises(ValueError, match="at least one device"):
         SentenceEncoder(devices=[])
+
+
+def test_one_device_given_is_the_encoding_device():
+    enc = SentenceEncoder(devices=["cpu"], cache_dir=None)
+    assert enc.device == "cpu" and enc.devices is None

@@ -158,6 +158,7 @@ def test_bad_input_is_a_4xx_with_a_message_and_the_server_keeps_serving(server):
         (b"not json at all", 400, "malformed JSON"),
         (b"", 422, "the body must be a JSON object"),
         (b'{"questions": ["\xff"]}', 400, "error parsing the body"),
+        (b'{"questions": ["ok", "\\ud800 lone"]}', 422, "question 1 is not valid Unicode"),
     ]
     requests = [dict(json=body) for body, _, _ in json_cases] + [dict(content=raw, headers={"content-type": "application/json"})
                                                                   for raw, _, _ in raw_cases]

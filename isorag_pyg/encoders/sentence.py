@@ -91,6 +91,8 @@ class SentenceEncoder:
         if Path(self.model_path).is_dir():
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model must never reach for the hub
         self.batch_size = batch_size
+        if devices is not None and len(devices) == 1:
+            device = devices[0]
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         directory = default_cache_dir() if cache_dir == "default" else cache_dir
         self.cache = EmbeddingCache(directory) if directory is not None else None

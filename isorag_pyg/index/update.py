@@ -113,21 +113,15 @@ def apply_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_
 
 
 def updated_ann(ann: ANNIndex | None, x: Tensor, added_rows: Tensor, appended_only: bool, report: UpdateReport) -> ANNIndex | None:
-    """The ANN index over the updated embeddings ``x``: the old one with the new rows added when
-    nothing was removed, else a new one built with the same parameters."""
+    """The ANN index over the updated (unit-norm) embeddings ``x``: a copy of the old one with the
+    new rows added when nothing was removed, else a new one built with the same parameters."""
     if ann is None:
         return None
-    unit = torch.nn.functional.normalize(x.float(), dim=-1)
     if appended_only:
-        ann.add(unit[added_rows])
         report.ann = "extended"
-        return ann
-    params = dict(ann.params)
-    if ann.kind == "ivf":  # the corpus may now be smaller than the lists or the training sample
-        params["nlist"] = min(params["nlist"], x.size(0))
-        params["train_size"] = max(params["nlist"], min(params["train_size"], x.size(0)))
+        return ann.extended(x[added_rows])
     report.ann = "rebuilt"
-    return ANNIndex.build(unit, ann.kind, params)
+    return ann.rebuilt(x)
 
 
 def updated_knn(old: Tensor, old_to_new: Tensor, x: Tensor, added_rows: Tensor, params: Mapping[str, Any]) -> Tensor:

@@ -114,11 +114,27 @@ class ANNIndex:
             self.index.nprobe = value
         self.params[name] = value
 
-    def add(self, embeddings: Tensor) -> None:
-        """Append unit-norm rows (they get the next row numbers)."""
+    def extended(self, embeddings: Tensor) -> "ANNIndex":
+        """A copy with unit-norm rows appended (they get the next row numbers); this index, which
+        retrievers built before may hold, is left as it is."""
         if embeddings.size(-1) != self.dim:
             raise ValueError(f"embeddings have size {embeddings.size(-1)}, the ANN index {self.dim}")
-        self.index.add(_as_faiss(embeddings))
+        copy = ANNIndex(faiss.clone_index(self.index), self.kind, self.params)
+        copy.index.add(_as_faiss(embeddings))
+        return copy
+
+    def rebuilt(self, embeddings: Tensor) -> "ANNIndex":
+        """A new index of the same kind over ``embeddings``, with the same parameters except
+        IVF's sizes that were derived from the old corpus size (derived again)."""
+        params = dict(self.params)
+        if self.kind == "ivf":
+            derived = resolve_params("ivf", {}, self.num_passages)
+            params = {k: v for k, v in params.items() if k not in ("nlist", "train_size") or v != derived[k]}
+            n = embeddings.size(0)
+            params = {k: min(v, n) if k in ("nlist", "train_size") else v for k, v in params.items()}
+            if "train_size" in params and "nlist" in params:
+                params["train_size"] = max(params["train_size"], params["nlist"])
+        return ANNIndex.build(embeddings, self.kind, params)
 
     @property
     def num_passages(self) -> int:

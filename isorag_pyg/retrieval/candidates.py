@@ -79,9 +79,11 @@ def dense_candidates(index: GraphIndex, query_embeddings: Tensor, pool_size: int
         return DenseCandidates.from_scores(index.scores(query_embeddings), pool_size)
     queries = index.unit_queries(query_embeddings)
     pool = ann.search(queries, pool_size).to(index.device)
-    short = (pool < 0).any(dim=1)
-    if short.any():
-        pool[short] = (queries[short] @ index.embeddings.t()).topk(pool_size, dim=1).indices
+    short = (pool < 0).any(dim=1).nonzero().squeeze(1)
+    step = query_chunk_size(index.num_nodes)  # the fallback's [rows, N] block stays within the score budget
+    for start in range(0, short.numel(), step):
+        rows = short[start : start + step]
+        pool[rows] = (queries[rows] @ index.embeddings.t()).topk(pool_size, dim=1).indices
     rows = torch.arange(pool.size(0), device=pool.device).unsqueeze(1).expand_as(pool)
     scores = pair_scores(queries, index.embeddings, rows, pool)
     scores, order = scores.sort(dim=1, descending=True, stable=True)

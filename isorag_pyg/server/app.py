@@ -68,6 +68,11 @@ def checked_request(body: RetrieveBody, settings: ServerSettings) -> RetrievalRe
     for i, question in enumerate(body.questions):
         if not question.strip():
             raise RequestError(f"question {i} is empty")
+        if not question.isascii():
+            try:
+                question.encode()
+            except UnicodeEncodeError:
+                raise RequestError(f"question {i} is not valid Unicode (a lone surrogate)") from None
         if len(question) > settings.max_question_chars:
             raise RequestError(f"question {i} has {len(question)} characters; the limit is {settings.max_question_chars}")
     if not 1 <= body.k <= settings.max_k:
@@ -168,7 +173,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings()) 
             hits = await batcher.submit(request)
         except BatcherUnavailable as err:
             return _error(503, str(err))
-        except ValueError as err:  # the limits, or the index refusing the request
+        except RequestError as err:  # the limits
             return _error(422, str(err))
         except Exception as err:
             return _error(500, f"retrieval failed: {type(err).__name__}: {err}")
