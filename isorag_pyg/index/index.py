@@ -71,6 +71,28 @@ log = logging.getLogger(__name__)
 
 #: Retriever names an index serves: ISO-RAG, its φ ablations, and the baselines.
 RETRIEVERS = ("iso", "iso_uniform", "iso_shuffled", "iso_random", "dense", "bm25", "ppr")
+
+
+def check_retriever_name(name: str) -> None:
+    """``ValueError`` unless ``name`` is one of :data:`RETRIEVERS`."""
+    if name not in RETRIEVERS:
+        raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}")
+
+
+def check_questions(questions: Sequence[str]) -> None:
+    """``ValueError`` unless ``questions`` is a non-empty list of non-blank, valid Unicode strings."""
+    if isinstance(questions, str) or not isinstance(questions, Sequence) or not questions:
+        raise ValueError("questions must be a non-empty list of strings")
+    for i, question in enumerate(questions):
+        if not isinstance(question, str):
+            raise ValueError(f"question {i} must be a string, got {type(question).__name__}")
+        if not question.strip():
+            raise ValueError(f"question {i} is empty")
+        if not question.isascii():
+            try:
+                question.encode()
+            except UnicodeEncodeError:
+                raise ValueError(f"question {i} is not valid Unicode (a lone surrogate)") from None
 DEFAULT_GRAPH: dict[str, dict[str, Any]] = {"title_mention": {}}
 TENSORS, PASSAGES, F_THETA, ANN = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors", "ann.safetensors"
 
@@ -440,8 +462,7 @@ class ISORAGIndex:
         ``eps`` and ``shell_floor``, which override the index's φ recipe for this retriever.
         ISO-RAG, its ablations and dense take their candidates from the index's :attr:`ann`.
         """
-        if name not in RETRIEVERS:
-            raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}")
+        check_retriever_name(name)
         stored = self.knobs.get(name, self.knobs.get("iso", {}) if name.startswith("iso_") else {})  # ablations share ISO-RAG's knobs
         knobs = {**stored, **knobs}
         if name == "bm25":
@@ -466,17 +487,12 @@ class ISORAGIndex:
 
     def set_knobs(self, name: str, knobs: Mapping[str, Any]) -> None:
         """Store tuned knobs for a retriever (kept by :meth:`save`)."""
-        if name not in RETRIEVERS:
-            raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}")
+        check_retriever_name(name)
         self.retriever(name, device="cpu", **knobs)  # validates them
         self.knobs[name] = dict(knobs)
 
     def encode_questions(self, questions: Sequence[str]) -> Queries:
-        if isinstance(questions, str) or not isinstance(questions, Sequence) or not questions:
-            raise ValueError("questions must be a non-empty list of strings")
-        for i, q in enumerate(questions):
-            if not isinstance(q, str) or not q.strip():
-                raise ValueError(f"question {i} must be a non-empty string, got {q!r:.60}")
+        check_questions(questions)
         return Queries(list(questions), self.encoder.encode(list(questions)))
 
     def retrieve(self, questions: Sequence[str], k: int = 5, retriever: str = "iso", **knobs: Any) -> list[list[RetrievedPassage]]:

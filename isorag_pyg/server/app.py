@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import isorag_pyg
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
+from isorag_pyg.index.index import check_questions, check_retriever_name
 from isorag_pyg.index.answers import answer_json
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
@@ -61,24 +62,18 @@ class RequestError(ValueError):
 
 def checked_request(body: RetrieveBody, settings: ServerSettings) -> RetrievalRequest:
     """``body`` as a :class:`RetrievalRequest`, or :class:`RequestError` naming what is wrong."""
-    if not body.questions:
-        raise RequestError("questions must be a non-empty list of strings")
+    try:
+        check_questions(body.questions)
+        check_retriever_name(body.retriever)
+    except ValueError as err:
+        raise RequestError(str(err)) from None
     if len(body.questions) > settings.max_questions:
         raise RequestError(f"at most {settings.max_questions} questions per request, got {len(body.questions)}")
     for i, question in enumerate(body.questions):
-        if not question.strip():
-            raise RequestError(f"question {i} is empty")
-        if not question.isascii():
-            try:
-                question.encode()
-            except UnicodeEncodeError:
-                raise RequestError(f"question {i} is not valid Unicode (a lone surrogate)") from None
         if len(question) > settings.max_question_chars:
             raise RequestError(f"question {i} has {len(question)} characters; the limit is {settings.max_question_chars}")
     if not 1 <= body.k <= settings.max_k:
         raise RequestError(f"k must lie between 1 and {settings.max_k}, got {body.k}")
-    if body.retriever not in RETRIEVERS:
-        raise RequestError(f"unknown retriever {body.retriever!r}; choose from {', '.join(RETRIEVERS)}")
     return RetrievalRequest(tuple(body.questions), body.k, body.retriever)
 
 
