@@ -30,14 +30,16 @@ from pathlib import Path
 from _common import REPO, eval_config, write_json
 
 OPEN_SCRIPT = """
-import json, resource, sys, time
+import json, re, sys, time
 start = time.perf_counter()
 from isorag_pyg.index import ISORAGIndex
 imported = time.perf_counter()
 index = ISORAGIndex.load(sys.argv[1], verify=sys.argv[2] == "verify")
 opened = time.perf_counter()
+# this process's own high-water mark (VmHWM); getrusage's ru_maxrss would include the parent's, carried across exec
+peak_kib = int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
 print(json.dumps({"imports_s": imported - start, "open_s": opened - imported, "passages": len(index),
-                  "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+                  "peak_rss_gb": peak_kib / 2**20}))
 """
 
 
