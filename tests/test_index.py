@@ -72,7 +72,8 @@ def test_retrieve_returns_passages_best_first(index):
     for h in hits:
         assert [r.score for r in h] == sorted((r.score for r in h), reverse=True)
         assert set(h[0].to_dict()) == {"id", "title", "text", "score"} and h[0].text
-    for bad, match in (([], "non-empty list"), ("a string", "non-empty list"), ([""], "question 0"), ([3], "question 0")):
+    for bad, match in (([], "non-empty list"), ("a string", "non-empty list"), ([""], "question 0"), ([3], "question 0"),
+                       (["ok", "\ud800"], "question 1 is not valid Unicode")):
         with pytest.raises(ValueError, match=match):
             index.retrieve(bad)
     for k in (0, -1, 2.5, True):
