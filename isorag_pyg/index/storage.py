@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from isorag_pyg.utils.files import file_sha256
+
 #: The on-disk layout this version writes and the newest it reads.
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -27,14 +29,6 @@ class IndexFormatError(ValueError):
     def __init__(self, path: str | Path, problem: str):
         super().__init__(f"{path}: {problem}")
         self.path = str(path)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _manifest_digest(manifest: dict[str, Any]) -> str:

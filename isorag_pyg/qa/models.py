@@ -7,13 +7,14 @@ assembles the packaged model there and prints its path (for ``llama_cpp.server -
 from __future__ import annotations
 
 import copy
-import hashlib
 import logging
 import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from isorag_pyg.utils.files import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +47,6 @@ def packaged_gemma(directory: str | Path | None = None) -> Path:
     return target
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def load_gguf(path: str | Path) -> tuple[Any, Any]:
     """``(tokenizer, model)`` of a GGUF file through transformers (de-quantized to float32).
 
@@ -65,7 +58,7 @@ def load_gguf(path: str | Path) -> tuple[Any, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no GGUF file at {path}")
-    converted = path.parent / f"{path.stem}-{_sha256(path)[:16]}-transformers"
+    converted = path.parent / f"{path.stem}-{file_sha256(path)[:16]}-transformers"
     if (converted / "config.json").is_file():
         return AutoTokenizer.from_pretrained(converted), AutoModelForCausalLM.from_pretrained(converted)
     log.info("converting %s for transformers (once)", path)
