@@ -53,6 +53,14 @@ def machine() -> dict[str, Any]:
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "python": platform.python_version()}
 
 
+def results_name(name: str) -> str:
+    """A JSON file name under ``RESULTS`` (an argparse ``type``: a path with folders is refused
+    when the script starts, not when it writes its results)."""
+    if Path(name).name != name or not name.endswith(".json"):
+        raise argparse.ArgumentTypeError(f"expected a file name ending in .json, written under {RESULTS} (got {name!r})")
+    return name
+
+
 def write_json(name: str, payload: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / name

@@ -2,7 +2,7 @@
 llama-cpp-python's OpenAI-compatible server, queried by the project's OpenAI client.
 
     python benchmarks/qa.py                                   # dev: 100 questions per dataset, 5 rows, agreement sample
-    python benchmarks/qa.py --split train --rows dense oracle --templates fewshot fewshot_reversed   # prompt tuning
+    python benchmarks/qa.py --split train --rows dense oracle --templates fewshot fewshot+passage_order=reversed   # prompt tuning
 
 Rows, the same questions in each: the reader given no passages (``closed_book``), flat dense
 top-5 (``dense``), ISO-RAG top-5 (``iso``), global PPR top-5 (``ppr``), and the gold passages
@@ -28,7 +28,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from _common import add_override_argument, eval_config, retriever_config, write_json
+from _common import add_override_argument, eval_config, results_name, retriever_config, write_json
 from omegaconf import OmegaConf
 
 from isorag_pyg.datasets.types import Passage, Question
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--templates", nargs="+", default=["fewshot"], help="NAME[+KEY=VALUE...] of conf/qa/template (the first is the reported one)")
     parser.add_argument("--agreement", type=int, default=8, help="prompts per row and dataset also answered through transformers (0: none)")
     parser.add_argument("--servers", type=int, default=1, help="llama.cpp server processes sharing each row's questions (one thread each)")
-    parser.add_argument("--out", default="qa.json")
+    parser.add_argument("--out", type=results_name, default="qa.json", help="file name under benchmarks/results/")
     add_override_argument(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

@@ -198,3 +198,12 @@ def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemm
     assert set(rows) == {"closed_book", "dense", "oracle"} and rows["oracle"]["answer_in_passages"] >= rows["closed_book"]["answer_in_passages"]
     assert all(len(r["answers"]) == 3 and r["avg_prompt_tokens"] > 200 for r in rows.values())
     assert result["results"]["synthetic"]["agreement"]["prompts"] == 3
+
+
+def test_qa_benchmark_refuses_an_output_path_before_it_starts(tmp_path):
+    """``--out`` names a file under the results folder; a path with folders would only fail when
+    the results are written, after the whole run, so it is refused at once."""
+    done = subprocess.run([sys.executable, "benchmarks/qa.py", "--out", "benchmarks/results/qa.json"], cwd=REPO,
+                          env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "expected a file name ending in .json" in done.stderr
+    assert not list(tmp_path.iterdir())
