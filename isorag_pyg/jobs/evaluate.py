@@ -179,10 +179,11 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
 def print_table(summary: dict[str, Any], ks: tuple[int, ...]) -> None:
     leak = " [LEAK]" if summary["leak"] else ""
     table = Table(title=f"{summary['dataset']} ({summary['split']}, {summary['n_questions']} questions, graph: {'+'.join(summary['builders'])}){leak}")
-    columns = [f"{m}@{k}" for m in ("recall", "precision") for k in ks]
+    metrics = [(f"{m}@{k}", f"{m[0].upper()}@{k}") for m in ("recall", "precision") for k in ks]  # key, heading (R@5: fits 80 columns)
+    columns = [key for key, _ in metrics]
     table.add_column("retriever", no_wrap=True)  # names such as iso_synthetic_uniform stay whole
-    for name in [*(f"{c[0].upper()}@{c.split('@')[1]}" for c in columns), "ms/query", "pruned"]:  # R@5, P@10: fits 80 columns
-        table.add_column(name)
+    for heading in [*(heading for _, heading in metrics), "ms/query", "pruned"]:
+        table.add_column(heading)
     for name, m in summary["retrievers"].items():
         table.add_row(name, *(f"{m[c]:.3f}" for c in columns), f"{m['latency_ms_per_query']:.3f}", f"{m['removed_edge_fraction']:.2f}")
     Console().print(table)
