@@ -40,11 +40,11 @@ from isorag_pyg.qa.server import LlamaServer
 ROWS = ["closed_book", "dense", "iso", "ppr", "oracle"]
 
 
-def rankings(dataset: str, rows: list[str], k: int, split: str, max_questions: int | None,
+def rankings(dataset: str, rows: list[str], k: int, split: str, max_questions: int,
              overrides: list[str]) -> tuple[list[Question], dict[str, list[list[Passage]]]]:
     """The questions and, per row, each question's passages (best first): none, a retriever's
     top ``k`` (its default config) or the gold passages."""
-    cfg = eval_config(f"dataset={dataset}", f"split={split}", f"max_questions={max_questions or 'null'}", *overrides)
+    cfg = eval_config(f"dataset={dataset}", f"split={split}", f"max_questions={max_questions}", *overrides)
     inputs = prepare_evaluation(cfg)
     questions, passages = inputs.dataset.questions, inputs.index.passages
     out: dict[str, list[list[Passage]]] = {}
@@ -132,6 +132,8 @@ def main() -> None:
     parser.add_argument("--out", type=results_name, default="qa.json", help="file name under benchmarks/results/")
     add_override_argument(parser)
     args = parser.parse_args()
+    if args.max_questions < 1 or args.servers < 1 or args.agreement < 0:
+        parser.error("--max-questions and --servers must be >= 1, --agreement >= 0")  # 0 questions would have meant all of them
     logging.basicConfig(level=logging.WARNING)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers
     qa_cfg = eval_config("qa=gguf").qa

@@ -200,10 +200,15 @@ def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemm
     assert result["results"]["synthetic"]["agreement"]["prompts"] == 3
 
 
-def test_qa_benchmark_refuses_an_output_path_before_it_starts(tmp_path):
-    """``--out`` names a file under the results folder; a path with folders would only fail when
-    the results are written, after the whole run, so it is refused at once."""
-    done = subprocess.run([sys.executable, "benchmarks/qa.py", "--out", "benchmarks/results/qa.json"], cwd=REPO,
+@pytest.mark.parametrize("args, message", [
+    (["--out", "benchmarks/results/qa.json"], "expected a file name ending in .json"),
+    (["--max-questions", "0"], "--max-questions and --servers must be >= 1"),
+    (["--servers", "0"], "--max-questions and --servers must be >= 1"),
+])
+def test_qa_benchmark_refuses_bad_arguments_before_it_starts(tmp_path, args, message):
+    """A path for ``--out`` would only fail when the results are written, after the whole run;
+    ``--max-questions 0`` would have run every question: both are refused at once."""
+    done = subprocess.run([sys.executable, "benchmarks/qa.py", *args], cwd=REPO,
                           env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "expected a file name ending in .json" in done.stderr
+    assert done.returncode == 2 and message in done.stderr
     assert not list(tmp_path.iterdir())
