@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 import isorag_pyg
 from isorag_pyg.datasets.corpus_files import (
     DEFAULT_MAX_TOKENS,
+    MAX_PASSAGE_CHARS,
     load_corpus,
     tokenizer_counter,
 )
@@ -41,13 +42,17 @@ from isorag_pyg.graph import (
     graph_statistics,
     run_builders,
 )
+from isorag_pyg.index.ids import next_number
+from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S, check_not_stale, index_lock, read_generation
 from isorag_pyg.index.passages import PassageStore, write_passages
+from isorag_pyg.index.snapshot import OpenedVersion
 from isorag_pyg.index.storage import (
     FORMAT_VERSION,
     IndexFormatError,
     read_manifest,
     write_index_dir,
 )
+from isorag_pyg.index.validation import check_finite_weights, check_index_tensors, require_listed
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval import (
     ANNIndex,
@@ -121,10 +126,11 @@ def corpus_hash(passages: Iterable[Passage]) -> str:
     return digest.hexdigest()
 
 
-def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int = 0) -> list[Passage]:
-    """Passages from ``Passage`` objects or dicts with ``text`` (and ``title``, ``id``): empty texts
-    and conflicting ids are errors, identical (title, text) pairs are merged (and logged); without
-    ids, passages are numbered from ``id_offset``."""
+def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int = 0, report: MatchReport | None = None) -> list[Passage]:
+    """Passages from ``Passage`` objects or dicts with ``text`` (and ``title``, ``id``): empty texts,
+    texts over :data:`MAX_PASSAGE_CHARS`, conflicting ids and a mix of passages with and without
+    ids are errors; identical (title, text) pairs are merged (logged, and listed in ``report``);
+    without ids, passages are numbered from ``id_offset``."""
     if not passages:
         raise ValueError("cannot build an index over no passages")
     raw = []
@@ -139,7 +145,10 @@ def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int 
     for i, p in enumerate(raw):
         if not p.text:
             raise ValueError(f"passage {i} ({p.id or p.title!r}) has an empty text")
-    report = MatchReport()
+        if len(p.text) > MAX_PASSAGE_CHARS:
+            raise ValueError(f"passage {i} ({p.id or p.title!r}) has {len(p.text)} characters, over the limit of {MAX_PASSAGE_CHARS}: "
+                             "split it (isorag_pyg.datasets.corpus_files.split_passages, or read it with ISORAGIndex.read_corpus)")
+    report = report if report is not None else MatchReport()
     corpus = build_corpus(raw, "passages", report, id_offset)
     if report.duplicate_passages:
         log.warning("%d duplicate passages (same title and text) merged", report.duplicate_passages)
@@ -179,6 +188,7 @@ class ISORAGIndex:
         knobs: dict[str, dict[str, Any]] | None = None,
         created: str | None = None,
         knn_edges: Tensor | None = None,
+        next_id: int | None = None,
     ):
         self.passages, self.embeddings, self.graph = passages, embeddings, graph
         self.encoder_spec, self.phi, self.log_phi = encoder, phi, log_phi
@@ -194,6 +204,23 @@ class ISORAGIndex:
         self.ann_info: dict[str, Any] = {"kind": "exact", "params": {}}
         self._ann: ANNIndex | None = None
         self._ann_file: Path | None = None  # an opened index reads its ANN from here on first use
+        self._ann_handle: Any = None  # ... through this file of the version it opened
+        self._next_id = next_id
+        #: (directory, version) this index was loaded from or last saved to: saving there again
+        #: is refused if another writer saved a newer version meanwhile.
+        self.origin: tuple[Path, int] | None = None
+
+    @property
+    def next_id(self) -> int:
+        """The number the next passage added without an id gets (see :mod:`~isorag_pyg.index.ids`)."""
+        if self._next_id is None:
+            self._next_id = next_number(self.passages.ids)
+        return self._next_id
+
+    @property
+    def generation(self) -> int:
+        """The version of the index directory this index was loaded from or saved to (0: neither)."""
+        return self.origin[1] if self.origin is not None else 0
 
     # ----------------------------------------------------------------------------- building
     @staticmethod
@@ -332,13 +359,16 @@ class ISORAGIndex:
         from isorag_pyg.index.update import UpdateReport, apply_update, check_updatable, new_passages
 
         check_updatable(self)
-        fresh, skipped = new_passages(self, passages)
-        report = UpdateReport(added=len(fresh), duplicates_skipped=skipped)
+        report = UpdateReport()
+        fresh = new_passages(self, passages, report)
+        report.added = len(fresh)
         if fresh:
             encoder = encoder or SentenceEncoder(self.encoder_spec["name"], show_progress=False)
             self._check_encoder(encoder)
             x = torch.cat([self.embeddings.float(), encoder.encode([p.content for p in fresh])])
+            next_id = next_number((p.id for p in fresh), self.next_id)
             apply_update(self, list(self.passages) + fresh, x, torch.arange(len(self)), report)
+            self._next_id = next_id
         if refit is not None:
             self.train_f_theta(refit)
             report.phi_recomputed = len(self)
@@ -359,7 +389,9 @@ class ISORAGIndex:
         old_to_new[keep] = torch.arange(int(keep.sum()))
         report = UpdateReport(removed=rows.numel())
         corpus = [p for p, k in zip(self.passages, keep.tolist()) if k]
+        next_id = self.next_id  # counted before the removed ids are gone
         apply_update(self, corpus, self.embeddings[keep].float(), old_to_new, report)
+        self._next_id = next_id
         return report
 
     def replace_contents(self, corpus: list[Passage], x: Tensor, graph: Data, z: Tensor | None, log_phi: Tensor,
@@ -403,13 +435,15 @@ class ISORAGIndex:
         it from its file on first use."""
         if self._ann is None and self._ann_file is not None:
             try:
-                ann = ANNIndex.load(self._ann_file)
+                ann = ANNIndex.load(Path(f"/proc/self/fd/{self._ann_handle.fileno()}") if Path("/proc/self/fd").is_dir() else self._ann_file)
             except Exception as err:  # safetensors' or FAISS's own errors
                 raise IndexFormatError(self._ann_file, f"unreadable ANN index ({err})") from None
             if (ann.kind, ann.num_passages, ann.dim) != (self.ann_info["kind"], len(self), self.embeddings.size(1)):
                 raise IndexFormatError(self._ann_file, f"a {ann.kind} index of {ann.num_passages} vectors of size {ann.dim}, "
                                                        f"not the manifest's {self.ann_info['kind']} over {len(self)} passages")
             self._ann, self._ann_file = ann, None
+            self._ann_handle.close()
+            self._ann_handle = None
             self.ann_info = {"kind": ann.kind, "params": ann.params}  # shared: set_search shows in the manifest
         return self._ann
 
@@ -548,12 +582,18 @@ class ISORAGIndex:
             "ann": self.ann_info,
             "counts": {"passages": len(self), "edges": int(self.graph.edge_index.size(1)), "dim": int(self.embeddings.size(1))},
             "corpus_hash": self.corpus_hash,
+            "next_id": self.next_id,
         }
 
-    def save(self, directory: str | Path) -> Path:
+    def save(self, directory: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> Path:
         """Write the index to ``directory`` atomically (a crash leaves any previous index there
         intact): ``manifest.json``, ``passages.jsonl``, ``tensors.safetensors`` and, with f_θ,
-        ``f_theta.safetensors``, with an ANN index ``ann.safetensors``."""
+        ``f_theta.safetensors``, with an ANN index ``ann.safetensors``.
+
+        Holds the directory's writer lock (waiting up to ``lock_timeout`` seconds for another
+        writer, then :class:`~isorag_pyg.index.locking.IndexLockTimeout`). Saving back to the
+        directory this index was loaded from is refused with
+        :class:`~isorag_pyg.index.locking.StaleIndexError` if another writer saved there since."""
 
         def write(tmp: Path) -> dict[str, Any]:
             offsets = write_passages(self.passages, tmp / PASSAGES)
@@ -573,7 +613,14 @@ class ISORAGIndex:
                 self.ann.save(tmp / ANN)
             return self.manifest()
 
-        return write_index_dir(directory, write)
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with index_lock(directory, lock_timeout):
+            if self.origin is not None and self.origin[0] == directory.resolve():
+                check_not_stale(directory, self.origin[1])
+            write_index_dir(directory, write, lock_timeout)
+            self.origin = (directory.resolve(), read_generation(directory))
+        return directory
 
     @classmethod
     def load(cls, directory: str | Path, verify: bool = True) -> "ISORAGIndex":
@@ -581,48 +628,48 @@ class ISORAGIndex:
         (for huge trusted indexes), its SHA-256; tensors are memory-mapped. Raises
         :class:`IndexFormatError` naming the file for anything missing, corrupt or too new."""
         directory = Path(directory)
-        manifest = read_manifest(directory, verify)
-        try:
-            return cls._from_files(directory, manifest)
-        except IndexFormatError:
-            raise
-        except (KeyError, TypeError, ValueError, RuntimeError) as err:
-            raise IndexFormatError(directory, f"inconsistent index ({err})") from None
+        with OpenedVersion(directory) as version:  # one version, whatever writers do meanwhile
+            manifest = read_manifest(directory, verify, version)
+            try:
+                index = cls._from_files(directory, manifest, version)
+            except IndexFormatError:
+                raise
+            except (KeyError, TypeError, ValueError, RuntimeError) as err:
+                raise IndexFormatError(directory, f"inconsistent index ({err})") from None
+        index.origin = (directory.resolve(), manifest.get("generation", 0))
+        return index
 
     @classmethod
-    def _from_files(cls, directory: Path, manifest: dict[str, Any]) -> "ISORAGIndex":
-        tensors = _load_tensors(directory / TENSORS)
-        counts = manifest["counts"]
-        n, dim = int(counts["passages"]), int(counts["dim"])
-        expected = {"embeddings": (n, dim), "passage_offsets": (n + 1,), "log_phi": (n,), "edge_index": (2, int(counts["edges"]))}
-        for key, shape in expected.items():
-            if key not in tensors or tuple(tensors[key].shape) != shape:
-                raise IndexFormatError(directory / TENSORS, f"'{key}' missing or not of shape {shape}")
+    def _from_files(cls, directory: Path, manifest: dict[str, Any], version: OpenedVersion) -> "ISORAGIndex":
+        info = manifest.get("f_theta")
+        require_listed(directory / "manifest.json", manifest, [TENSORS, PASSAGES] + ([F_THETA] if info is not None else [])
+                       + ([ANN] if manifest.get("ann", {}).get("kind", "exact") != "exact" else []))
+        tensors = _load_tensors(version.path(TENSORS), directory / TENSORS)
+        counts, statistics = manifest["counts"], manifest["graph"]["statistics"]
+        n, dim = counts["passages"], counts["dim"]
+        builders = list(statistics.get("builders", manifest["graph"]["builders"]))
+        check_index_tensors(directory / TENSORS, tensors, n, dim, counts["edges"], len(builders), manifest["files"][PASSAGES]["bytes"],
+                            info["architecture"]["out_dim"] if info is not None else None, float(manifest["phi"].get("curvature", 1.0)))
         edge_index = tensors["edge_index"]
-        if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
-            raise IndexFormatError(directory / TENSORS, "edge_index refers to passages that do not exist")
-        passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"])
-        statistics = manifest["graph"]["statistics"]
+        passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"], read_from=version.path(PASSAGES))
         graph = Data(x=tensors["embeddings"], edge_index=edge_index, edge_weight=tensors["edge_weight"],
                      edge_source=tensors["edge_source"], num_nodes=n)
-        graph.builders, graph.leak = list(statistics.get("builders", manifest["graph"]["builders"])), bool(statistics.get("leak", False))
+        graph.builders, graph.leak = builders, bool(statistics.get("leak", False))
         phi = PhiSpec(**manifest["phi"])
-        f_theta, info = None, manifest.get("f_theta")
+        f_theta = None
         if info is not None:
             arch = info["architecture"]
             f_theta = PoincareEncoder(arch["in_dim"], arch["out_dim"], arch["hidden_dim"], phi.curvature)
-            f_theta.load_state_dict(_load_tensors(directory / F_THETA))
+            weights = _load_tensors(version.path(F_THETA), directory / F_THETA)
+            check_finite_weights(directory / F_THETA, weights)
+            f_theta.load_state_dict(weights)
             f_theta.eval()
-            if "z" not in tensors or tuple(tensors["z"].shape) != (n, arch["out_dim"]):
-                raise IndexFormatError(directory / TENSORS, f"'z' missing or not of shape {(n, arch['out_dim'])}")
         index = cls(passages, tensors["embeddings"], graph, manifest["encoder"], phi, tensors["log_phi"], manifest["graph"]["builders"],
                     statistics, manifest["corpus_hash"], tensors.get("z"), f_theta, info, manifest.get("knobs", {}),
-                    manifest.get("created"), tensors.get("knn_edges"))
+                    manifest.get("created"), tensors.get("knn_edges"), manifest.get("next_id"))
         index.ann_info = manifest.get("ann", index.ann_info)
         if index.ann_info["kind"] != "exact":
-            if ANN not in manifest.get("files", {}):
-                raise IndexFormatError(directory / ANN, f"missing: the manifest names a {index.ann_info['kind']} ANN index")
-            index._ann_file = directory / ANN
+            index._ann_file, index._ann_handle = directory / ANN, version.keep(ANN)
         return index
 
     def info(self) -> dict[str, Any]:
@@ -630,11 +677,12 @@ class ISORAGIndex:
         return self.manifest()
 
 
-def _load_tensors(path: Path) -> dict[str, Tensor]:
+def _load_tensors(path: Path, shown: Path | None = None) -> dict[str, Tensor]:
+    """A safetensors file read from ``path`` (errors name ``shown``, default ``path``)."""
     try:
         return load_file(path)
     except Exception as err:  # safetensors' own errors: truncated header, bad offsets...
-        raise IndexFormatError(path, f"unreadable safetensors file ({err})") from None
+        raise IndexFormatError(shown or path, f"unreadable safetensors file ({err})") from None
 
 
 def _check_knobs(cls: type, knobs: dict[str, Any], name: str) -> dict[str, Any]:

@@ -11,11 +11,14 @@ import hashlib
 import json
 import os
 import shutil
-import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from isorag_pyg.utils.files import file_sha256
+from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S, index_lock, read_generation, remove_debris, temp_dir_name
+from isorag_pyg.utils.files import apply_umask, file_sha256
+
+if TYPE_CHECKING:
+    from isorag_pyg.index.snapshot import OpenedVersion
 
 #: The on-disk layout this version writes and the newest it reads.
 FORMAT_VERSION = 1
@@ -64,25 +67,36 @@ def is_index_dir(path: Path) -> bool:
     return (path / MANIFEST).is_file()
 
 
-def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, Any]]) -> Path:
-    """Write an index to ``target`` atomically.
+def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, Any]],
+                    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> Path:
+    """Write an index to ``target`` atomically, holding its writer lock (see
+    :mod:`~isorag_pyg.index.locking`; temporary folders of killed saves are removed first).
 
     ``write_files(tmp_dir)`` writes the data files into a fresh sibling directory and returns the
     manifest (without ``files``); the checksum of every file and of the manifest are added, all
     is fsynced, and only then does the new directory take ``target``'s place (an atomic swap
     where the system allows it). A crash before that leaves the previous index as it was.
     ``target`` may be missing, an empty directory or an earlier index; anything else is refused.
+    The manifest's ``generation`` counts the versions saved there; files get the process umask's
+    modes.
     """
     target = Path(target)
+    with index_lock(target, lock_timeout):
+        remove_debris(target)
+        return _write_locked(target, write_files)
+
+
+def _write_locked(target: Path, write_files: Callable[[Path], dict[str, Any]]) -> Path:
     if target.exists() and not (target.is_dir() and (is_index_dir(target) or not any(target.iterdir()))):
         raise FileExistsError(f"{target}: exists and is not an isorag index (refusing to replace it)")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = temp_dir_name(target)
     tmp.mkdir()
     try:
-        manifest = write_files(tmp)
+        manifest = {**write_files(tmp), "generation": read_generation(target) + 1}
         files = {}
         for path in sorted(p for p in tmp.iterdir() if p.name != MANIFEST):
+            apply_umask(path)  # safetensors writes 0600
             _fsync(path)
             files[path.name] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
         manifest = {**manifest, "files": files}
@@ -95,7 +109,7 @@ def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, 
         elif _exchange(tmp, target):
             shutil.rmtree(tmp)  # tmp now holds the previous index
         else:
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+            old = temp_dir_name(target, "old")
             os.rename(target, old)
             os.rename(tmp, target)
             shutil.rmtree(old)
@@ -106,18 +120,21 @@ def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, 
     return target
 
 
-def read_manifest(directory: str | Path, verify: bool = True) -> dict[str, Any]:
-    """The manifest of an index directory, after checking its format version, its own checksum
-    and, unless ``verify`` is ``False``, the size and SHA-256 of every file it lists (sizes are
-    always checked)."""
+def read_manifest(directory: str | Path, verify: bool = True, opened: "OpenedVersion | None" = None) -> dict[str, Any]:
+    """The manifest of an index directory, after checking its format version, its own checksum,
+    its schema (:mod:`~isorag_pyg.index.validation`) and, unless ``verify`` is ``False``, the
+    size and SHA-256 of every file it lists (sizes are always checked). With ``opened``, the
+    manifest and files of that opened version are read."""
+    from isorag_pyg.index.snapshot import OpenedVersion
+    from isorag_pyg.index.validation import validate_manifest
+
     directory = Path(directory)
+    if opened is None:
+        with OpenedVersion(directory) as version:
+            return read_manifest(directory, verify, version)
     path = directory / MANIFEST
-    if not directory.is_dir():
-        raise IndexFormatError(directory, "no such index directory")
-    if not path.is_file():
-        raise IndexFormatError(path, "missing: not an isorag index directory")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(opened.manifest_bytes)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise IndexFormatError(path, f"not valid JSON ({err})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("format_version"), int):
@@ -127,12 +144,13 @@ def read_manifest(directory: str | Path, verify: bool = True) -> dict[str, Any]:
                                      f"({FORMAT_VERSION}); upgrade isorag_pyg")
     if manifest.get("manifest_sha256") != _manifest_digest(manifest):
         raise IndexFormatError(path, "checksum mismatch: the manifest was edited or corrupted")
-    for name, expected in manifest.get("files", {}).items():
-        file = directory / name
+    validate_manifest(path, manifest)
+    for name, expected in manifest["files"].items():
+        file, shown = opened.path(name), directory / name
         if not file.is_file():
-            raise IndexFormatError(file, "missing")
+            raise IndexFormatError(shown, "missing")
         if file.stat().st_size != expected["bytes"]:
-            raise IndexFormatError(file, f"size {file.stat().st_size} bytes, the manifest says {expected['bytes']} (truncated or replaced)")
+            raise IndexFormatError(shown, f"size {file.stat().st_size} bytes, the manifest says {expected['bytes']} (truncated or replaced)")
         if verify and file_sha256(file) != expected["sha256"]:
-            raise IndexFormatError(file, "checksum mismatch (corrupted or tampered with)")
+            raise IndexFormatError(shown, "checksum mismatch (corrupted or tampered with)")
     return manifest

@@ -12,7 +12,7 @@ delete, and IVF would keep the old row numbers).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import torch
@@ -41,6 +41,7 @@ class UpdateReport:
     added: int = 0
     removed: int = 0
     duplicates_skipped: int = 0
+    duplicate_ids: list[tuple[str, str]] = field(default_factory=list)  # (kept id, dropped id): same text, another id
     edges_added: int = 0
     edges_removed: int = 0
     phi_recomputed: int = 0
@@ -48,7 +49,9 @@ class UpdateReport:
 
     def summary(self) -> str:
         ann = "" if self.ann == "none" else f"; ANN index {self.ann}"
-        return (f"{self.added} passages added, {self.removed} removed, {self.duplicates_skipped} duplicates skipped; "
+        shown = ", ".join(f"{kept!r} kept, {dropped!r} dropped" for kept, dropped in self.duplicate_ids[:10])
+        same = f" (same text under two ids: {shown}{', ...' if len(self.duplicate_ids) > 10 else ''})" if shown else ""
+        return (f"{self.added} passages added, {self.removed} removed, {self.duplicates_skipped} duplicates skipped{same}; "
                 f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} passages{ann}")
 
 
@@ -58,18 +61,25 @@ def check_updatable(index: "ISORAGIndex") -> None:
                          "does not keep, or seeded noise over the whole corpus): rebuild it instead")
 
 
-def new_passages(index: "ISORAGIndex", passages: Sequence[Passage | Mapping[str, Any]]) -> tuple[list[Passage], int]:
-    """The passages to append: validated, numbered after the existing ones when they carry no
-    ids; a conflicting id is an error, a passage identical to an existing one is skipped."""
+def new_passages(index: "ISORAGIndex", passages: Sequence[Passage | Mapping[str, Any]], report: UpdateReport) -> list[Passage]:
+    """The passages to append: validated, numbered from the index's ``next_id`` when they carry
+    no ids (a counter that never repeats an id, see :mod:`isorag_pyg.index.ids`); a conflicting
+    id is an error, a passage identical to an existing one is skipped and counted, with its id
+    and the kept one in ``report.duplicate_ids``."""
+    from isorag_pyg.datasets.types import MatchReport
     from isorag_pyg.index.index import as_passages
 
-    corpus = as_passages(passages, id_offset=len(index))
-    existing = {(p.title, p.text) for p in index.passages}
+    merged = MatchReport()
+    corpus = as_passages(passages, id_offset=index.next_id, report=merged)
+    existing = {(p.title, p.text): p.id for p in index.passages}
     fresh = [p for p in corpus if (p.title, p.text) not in existing]
     for p in fresh:
         if index.passages.row_of(p.id) is not None:
             raise ValueError(f"passage id {p.id!r} is already in the index (give new passages ids of their own)")
-    return fresh, len(corpus) - len(fresh)
+    report.duplicate_ids = merged.duplicate_ids + [(existing[(p.title, p.text)], p.id) for p in corpus
+                                                   if (p.title, p.text) in existing and existing[(p.title, p.text)] != p.id]
+    report.duplicates_skipped = len(corpus) - len(fresh) + merged.duplicate_passages
+    return fresh
 
 
 def apply_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_new: Tensor, report: UpdateReport) -> None:
