@@ -193,7 +193,7 @@ def _add(args: argparse.Namespace) -> list[str]:
     with _writer_lock(args.index_dir, args.lock_timeout):
         index = ISORAGIndex.load(args.index_dir)
         read_kwargs = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}
-        passages = ISORAGIndex.read_corpus(args.corpus, encoder=index.encoder_spec["name"], **read_kwargs)
+        passages = ISORAGIndex.read_corpus(args.corpus, encoder=index.encoder_spec["name"], id_offset=index.next_id, **read_kwargs)
         report = index.add(passages, refit=_f_theta_config(args.epochs, 42, quiet=True) if args.refit else None)
         index.save(args.index_dir)
     return [f"{args.index_dir}: {report.summary()}; {len(index)} passages (version {index.generation})"]

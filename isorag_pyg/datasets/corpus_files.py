@@ -80,7 +80,8 @@ class CorpusReport:
         return f"{self.source}: " + "; ".join(parts)
 
 
-def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_tokens: TokenCounter | None = None) -> tuple[list[Passage], CorpusReport]:
+def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_tokens: TokenCounter | None = None,
+                id_offset: int = 0) -> tuple[list[Passage], CorpusReport]:
     """Read passages from ``path``.
 
     Args:
@@ -91,6 +92,8 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
         max_tokens: for documents, the most tokens of text per passage. (default: ``200``)
         count_tokens: counts the tokens of a string, e.g. with the encoder's tokenizer (see
             :func:`tokenizer_counter`). (default: whitespace-separated words)
+        id_offset: records without ids are numbered from here (e.g. an index's ``next_id``).
+            (default: ``0``)
     """
     path = Path(path)
     if not path.exists():
@@ -104,7 +107,7 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
     if not raw:
         raise DatasetFormatError(path, "no passages found" + (f" ({report.summary()})" if report.skipped else ""))
     merged = MatchReport()
-    corpus = build_corpus(raw, path, merged)
+    corpus = build_corpus(raw, path, merged, id_offset)
     report.passages, report.duplicates_merged = len(corpus), merged.duplicate_passages
     log.info("%s", report.summary())
     if report.skipped or report.split_long:

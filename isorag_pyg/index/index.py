@@ -224,12 +224,14 @@ class ISORAGIndex:
 
     # ----------------------------------------------------------------------------- building
     @staticmethod
-    def read_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, encoder: str | None = DEFAULT_ENCODER) -> list[Passage]:
+    def read_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, encoder: str | None = DEFAULT_ENCODER,
+                    id_offset: int = 0) -> list[Passage]:
         """Passages from a JSON / JSON-lines / CSV file, any dataset file, or a folder of
         ``.txt`` / ``.md`` documents split at paragraphs into at most ``max_tokens`` tokens of
-        ``encoder``'s tokenizer (``None``: words). Skipped files are counted and logged."""
+        ``encoder``'s tokenizer (``None``: words). Skipped files are counted and logged; records
+        without ids are numbered from ``id_offset`` (for :meth:`add`: :attr:`next_id`)."""
         counter = tokenizer_counter(resolve_model(encoder)) if encoder is not None and Path(path).is_dir() else None
-        passages, _ = load_corpus(path, max_tokens, counter)
+        passages, _ = load_corpus(path, max_tokens, counter, id_offset)
         return passages
 
     @classmethod
