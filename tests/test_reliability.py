@@ -88,10 +88,10 @@ def test_concurrent_adds_both_land(copy, tmp_path):
                                  stderr=subprocess.PIPE, text=True) for f in files]
         outputs = [run.communicate(timeout=600) for run in runs]
         assert [run.returncode for run in runs] == [0, 0], outputs
+        assert attempt == 0 or all("10 duplicates skipped;" in out for out, _ in outputs), outputs  # no made-up "dropped" ids
         index = ISORAGIndex.load(copy)
         ids = index.passages.ids
-        expected = 20 + (10 * 2 if attempt == 0 else 0)
-        assert len(index) == expected and len(set(ids)) == len(ids), (len(index), outputs)
+        assert len(index) == 40 and len(set(ids)) == len(ids), (len(index), outputs)
     assert index.generation == 1 + 4  # every add saved a version
 
 
@@ -169,9 +169,8 @@ def test_readers_racing_a_writer_always_see_one_version(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     writer = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         from isorag_pyg.index import ISORAGIndex
-        versions = [ISORAGIndex.load({str(tmp_path / 'v0')!r}), ISORAGIndex.load({str(tmp_path / 'v1')!r})]
         for i in range(60):
-            versions[i % 2].save({str(target)!r})
+            ISORAGIndex.load({str(tmp_path)!r} + f"/v{{i % 2}}").save({str(target)!r})
         """)], capture_output=True, text=True, timeout=600)
     (tmp_path / "flag").write_text("done")
     out, err = reader.communicate(timeout=600)
@@ -538,3 +537,19 @@ def test_slow_clients_are_cut_off_and_connections_are_bounded(copy, tmp_path):
         assert server.client.get("/health").status_code == 200
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_soak_smoke_run(tmp_path):
+    """benchmarks/soak.py in seconds: clients, adds by another process, reloads; nothing failed, wrong or lost."""
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}
+    done = subprocess.run([sys.executable, "benchmarks/soak.py", "--corpus", "synthetic", "--limit", "200", "--duration", "30",
+                           "--clients", "4", "--add-every", "8", "--add-fraction", "0.02", "--window", "4", "--warm-up", "4",
+                           "--plot", str(tmp_path / "soak.png")], capture_output=True, text=True, timeout=900, env=env,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "soak.json").read_text())
+    assert result["totals"]["requests"] > 20 and len(result["adds"]) >= 1  # adds that start after the end are skipped
+    assert result["totals"]["failures"] == result["totals"]["wrong"] == result["totals"]["lost"] == 0, result["examples"]
+    assert result["served_passages"] == result["base_passages"] + len(result["adds"]) * result["per_add"]
+    assert result["served_version"] == result["adds"][-1]["version"] and (tmp_path / "soak.png").stat().st_size > 0

@@ -76,8 +76,9 @@ def new_passages(index: "ISORAGIndex", passages: Sequence[Passage | Mapping[str,
     for p in fresh:
         if index.passages.row_of(p.id) is not None:
             raise ValueError(f"passage id {p.id!r} is already in the index (give new passages ids of their own)")
-    report.duplicate_ids = merged.duplicate_ids + [(existing[(p.title, p.text)], p.id) for p in corpus
-                                                   if (p.title, p.text) in existing and existing[(p.title, p.text)] != p.id]
+    assigned = {p.id for p in corpus if p.id.isdigit() and int(p.id) >= index.next_id}  # numbered here, not given
+    report.duplicate_ids = merged.duplicate_ids + [(existing[(p.title, p.text)], p.id) for p in corpus if (p.title, p.text) in existing
+                                                   and existing[(p.title, p.text)] != p.id and p.id not in assigned]
     report.duplicates_skipped = len(corpus) - len(fresh) + merged.duplicate_passages
     return fresh
 
