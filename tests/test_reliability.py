@@ -22,15 +22,15 @@ import httpx
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from test_server import Server
 
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets.corpus_files import MAX_PASSAGE_CHARS, load_corpus
 from isorag_pyg.datasets.errors import DatasetFormatError
 from isorag_pyg.encoders.sentence import model_fingerprint
 from isorag_pyg.index import IndexFormatError
-from isorag_pyg.index.locking import IndexLockTimeout, StaleIndexError, index_lock, lock_path
+from isorag_pyg.index.locking import IndexLockTimeout, StaleIndexError
 from isorag_pyg.index.storage import MANIFEST, _manifest_digest
-from test_server import Server
 
 TOWNS = ["Velmora", "Kostrov", "Aldania", "Brill", "Dara", "Quen", "Orlin", "Sarn", "Tavi", "Umber", "Wend", "Yarrow"]
 
@@ -266,7 +266,7 @@ def test_a_file_mixing_records_with_and_without_ids_is_refused(tmp_path):
 def test_identical_text_under_two_ids_is_reported(copy, tmp_path, caplog):
     twin = {**passages(1, 5)[0], "id": "twin-of-p5"}
     with caplog.at_level(logging.WARNING):
-        corpus, report = load_corpus(write_jsonl(tmp_path / "twins.jsonl", passages(3) + [{**passages(1)[0], "id": "twin-of-p0"}]))
+        corpus, _ = load_corpus(write_jsonl(tmp_path / "twins.jsonl", passages(3) + [{**passages(1)[0], "id": "twin-of-p0"}]))
     assert len(corpus) == 3 and "'p0' kept, 'twin-of-p0' dropped" in caplog.text
     index = ISORAGIndex.load(copy)
     update = index.add([twin, *passages(1, 70)])
@@ -406,9 +406,14 @@ def _quick_f_theta():
 
 def test_an_index_cannot_make_load_or_retrieve_run_code(copy, tmp_path):
     """A manifest naming an encoder folder with custom module code: refused, the code never runs."""
-    import sentence_transformers
+    import re
 
-    assert int(sentence_transformers.__version__.split(".")[0]) >= 6  # refuses custom code in local folders (pyproject pins it)
+    import sentence_transformers
+    from packaging.requirements import Requirement
+
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    pinned = Requirement(re.search(r'"(sentence-transformers[^"]*)"', pyproject).group(1))
+    assert not pinned.specifier.contains("5.9") and pinned.specifier.contains(sentence_transformers.__version__)  # 6.0 refuses custom code
     model = tmp_path / "evil_model"
     model.mkdir()
     marker = tmp_path / "pwned"

@@ -10,7 +10,7 @@ or a silently different ranking.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,7 +44,7 @@ class GraphEntry(_Strict):
 class Architecture(_Strict):
     in_dim: int = Field(ge=1)
     out_dim: int = Field(ge=1)
-    hidden_dim: Optional[int] = Field(default=None, ge=1)
+    hidden_dim: int | None = Field(default=None, ge=1)
 
 
 class FThetaEntry(_Strict):
@@ -68,7 +68,7 @@ class Manifest(_Strict):
     format_version: int
     encoder: EncoderEntry
     graph: GraphEntry
-    f_theta: Optional[FThetaEntry] = None
+    f_theta: FThetaEntry | None = None
     phi: dict[str, float | int]
     knobs: dict[str, dict[str, Any]] = {}
     ann: AnnEntry = AnnEntry(kind="exact", params={})
@@ -76,8 +76,8 @@ class Manifest(_Strict):
     corpus_hash: str
     files: dict[str, FileEntry]
     generation: int = Field(default=0, ge=0)
-    next_id: Optional[int] = Field(default=None, ge=0)
-    created: Optional[str] = None
+    next_id: int | None = Field(default=None, ge=0)
+    created: str | None = None
 
 
 def validate_manifest(path: Path, manifest: dict[str, Any]) -> Manifest:
