@@ -145,7 +145,8 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     the current :class:`RetrievalEngine`, counters in ``/health``; reloaded from the directory
     the index was loaded from) and a :class:`MicroBatcher` feeding it, started and stopped with
     the app's lifespan (as is the manifest watch, with ``settings.watch_seconds``)."""
-    served = ServedIndex(index.origin[0] if index.origin else "", RetrievalEngine(index), verify)
+    reloadable = index.origin is not None  # loaded from a directory (the app keeps no other reference to this version)
+    served = ServedIndex(index.origin[0] if reloadable else "", RetrievalEngine(index), verify)
     batcher: MicroBatcher[RetrievalRequest, Served] = MicroBatcher(served.run, settings.batch_window_ms / 1000, settings.max_batch,
                                                                    settings.max_pending)
 
@@ -162,7 +163,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         batcher.start()
         watcher = None
-        if settings.watch_seconds is not None and index.origin is not None:
+        if settings.watch_seconds is not None and reloadable:
             watcher = asyncio.get_running_loop().create_task(watch(settings.watch_seconds))
         try:
             yield
@@ -201,7 +202,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
         """Serve the version of the index saved since (if any): ``{"reloaded", "version",
         "passages"}``. Requests keep being answered meanwhile; the swap happens between batches.
         A version that cannot be opened is a 409, and the current one keeps serving."""
-        if index.origin is None:
+        if not reloadable:
             return _error(409, "this server's index was not loaded from a directory: nothing to reload")
         try:
             return JSONResponse(await asyncio.to_thread(served.reload))

@@ -51,15 +51,14 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
 
         if threads is not None:
             torch.set_num_threads(threads)
-        index = ISORAGIndex.load(index_dir, verify=verify)
-        app = create_app(index, settings, verify=verify)
+        app = create_app(ISORAGIndex.load(index_dir, verify=verify), settings, verify=verify)  # a reload frees this version
         app.state.served.engine.warm_up()
         sock.listen(BACKLOG)  # from here on, connections wait for uvicorn instead of being refused
         bound_host, bound_port = sock.getsockname()[:2]
         url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
         batching = (f"micro-batching: window {settings.batch_window_ms:g} ms, max {settings.max_batch} questions"
                     if settings.batching else "micro-batching off")
-        print(f"isorag serve: listening on http://{url_host}:{bound_port} ({len(index)} passages; {batching}; "
+        print(f"isorag serve: listening on http://{url_host}:{bound_port} ({len(app.state.served.index)} passages, version {app.state.served.version}; {batching}; "
               f"{torch.get_num_threads()} torch threads)", file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", backlog=BACKLOG,
                                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, timeout_keep_alive=KEEP_ALIVE_S,
