@@ -7,7 +7,8 @@
   graph) and the rest is held back, 20 adds' worth.
 * ``isorag serve`` on 127.0.0.1 (a free port; nothing else is contacted) serves it while
   ``--clients`` closed-loop clients send single-question ``POST /retrieve`` requests: half a
-  passage's own text with ``dense`` (that passage must come back: nothing lost), half a dataset
+  passage's own text with ``dense`` (that passage must come back: nothing lost; passages longer
+  than the server's question limit are not asked), half a dataset
   question with ISO-RAG.
 * Every ``--add-every`` seconds another process (``isorag add``) adds the next
   ``--add-fraction`` of the corpus, then the server is told to ``POST /reload``.
@@ -16,7 +17,9 @@
   passage asked for by its own text and missing from a version that holds it counts as lost.
 * Reports, per ``--window`` seconds: requests, failures (anything but a 200), wrong and lost
   answers, p50 / p99 latency, and the server's RSS; RSS growth after the warm-up (the first
-  ``--warm-up`` seconds); writes benchmarks/results/soak.json and the plot docs/soak.png.
+  ``--warm-up`` seconds): the median of the last minute against that of the first minute after
+  it (RSS swings by hundreds of MiB with each batch); writes benchmarks/results/soak.json and the
+  plot docs/soak.png.
 
 Targets: 0 failed requests, 0 wrong or lost passages, RSS growth under 5 % after warm-up. The
 clients, the adder and the server share the machine: latencies are for this machine as it was.
@@ -42,6 +45,10 @@ import numpy as np
 import psutil
 from _common import DATA_DIR, REPO, write_json
 
+from isorag_pyg.server.settings import ServerSettings
+
+MAX_QUESTION_CHARS = ServerSettings().max_question_chars
+
 
 @dataclass
 class Truth:
@@ -53,7 +60,13 @@ class Truth:
     latest: int = 0
 
     def add_version(self, version: int, ids: frozenset[str]) -> None:
-        self.versions[version], self.ids[version] = ids, sorted(ids)
+        self.versions[version] = ids
+        self.ids[version] = sorted(i for i in ids if len(self.query(i)) <= MAX_QUESTION_CHARS)  # askable within the server's limit
+
+    def query(self, pid: str) -> str:
+        """A passage's own content, as the encoder embeds it."""
+        title, text = self.passages[pid]
+        return f"{title}\n{text}" if title else text
 
 
 @dataclass
@@ -124,8 +137,7 @@ async def client(url: str, truth: Truth, questions: list[str], tally: Tally, sto
             own = rng.random() < 0.5
             if own:
                 pid = rng.choice(truth.ids[truth.latest])
-                title, text = truth.passages[pid]
-                body = {"questions": [f"{title}\n{text}" if title else text], "k": 5, "retriever": "dense"}
+                body = {"questions": [truth.query(pid)], "k": 5, "retriever": "dense"}
             else:
                 pid, body = None, {"questions": [rng.choice(questions)], "k": 5, "retriever": "iso"}
             start = time.perf_counter()
@@ -266,13 +278,18 @@ def drive(url: str, server: subprocess.Popen, index_dir: Path, truth: Truth, que
         windows.append({"t_s": (slot + 1) * args.window, **row, "versions": sorted(row["versions"]),
                         "p50_ms": float(np.percentile(latencies, 50)) if latencies.size else None,
                         "p99_ms": float(np.percentile(latencies, 99)) if latencies.size else None})
-    after = [mib for t, mib in rss if t >= args.warm_up]
-    growth = (after[-1] / after[0] - 1) if len(after) >= 2 else None
+    after = [(t, mib) for t, mib in rss if t >= args.warm_up]
+    # RSS swings by batch (64 long questions at once): compare the medians of the first and the last minute after warm-up
+    first = [mib for t, mib in after if t < args.warm_up + 60]
+    last = [mib for t, mib in after if t >= rss[-1][0] - 60]
+    growth = float(np.median(last) / np.median(first) - 1) if first and last else None
     all_latencies = [w for w in windows if w["p50_ms"] is not None]
     return {
         "args": {k: v for k, v in vars(args).items() if k != "plot"},
         "totals": {key: sum(w[key] for w in windows) for key in ("requests", "failures", "wrong", "lost")},
-        "rss_mib_after_warm_up": [after[0], after[-1]] if after else None, "rss_growth_after_warm_up": growth,
+        "rss_mib_after_warm_up": [float(np.median(first)), float(np.median(last))] if first and last else None,
+        "rss_mib_range_after_warm_up": [min(m for _, m in after), max(m for _, m in after)] if after else None,
+        "rss_growth_after_warm_up": growth,
         "p50_ms_median_window": float(np.median([w["p50_ms"] for w in all_latencies])) if all_latencies else None,
         "p99_ms_worst_window": max((w["p99_ms"] for w in all_latencies), default=None),
         "windows": windows, "rss": [{"t_s": t, "mib": mib} for t, mib in rss], "adds": adds,
@@ -316,8 +333,9 @@ def print_summary(result: dict[str, Any], path: Path) -> None:
     print(f"{totals['requests']} requests: {totals['failures']} failed, {totals['wrong']} wrong, {totals['lost']} lost; "
           f"{len(result['adds'])} adds and reloads; {result['served_passages']} passages served at the end (version {result['served_version']})")
     print(f"p50 {result['p50_ms_median_window']:.1f} ms (median window), p99 {result['p99_ms_worst_window']:.1f} ms (worst window); "
-          f"RSS {result['rss_mib_after_warm_up'][0]:.0f} -> {result['rss_mib_after_warm_up'][1]:.0f} MiB after warm-up "
-          f"({100 * result['rss_growth_after_warm_up']:+.1f} %)" if result["rss_growth_after_warm_up"] is not None else "")
+          f"RSS (median of the first and last minute after warm-up) {result['rss_mib_after_warm_up'][0]:.0f} -> "
+          f"{result['rss_mib_after_warm_up'][1]:.0f} MiB ({100 * result['rss_growth_after_warm_up']:+.1f} %)"
+          if result["rss_growth_after_warm_up"] is not None else "")
     for line in result["examples"][:5]:
         print("  e.g.", line)
 
