@@ -9,8 +9,9 @@ import ast
 import json
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from isorag_pyg.encoders.cache import default_cache_dir
 from isorag_pyg.graph.extraction import Extraction, Triple
