@@ -123,6 +123,7 @@ def test_garbage_answers_above_the_share_are_a_clear_error_and_stay_cached(tmp_p
         tolerant = extractor(server, tmp_path, max_bad_share=0.5)
         out = tolerant.extract(PASSAGES)
     assert out.entities[:3] == [[], [], []] and out.triples[:3] == [[], [], []] and out.entities[3][0] == "Town3"
+    assert tolerant.unparseable == {"entities": 3, "triples": 0}
     assert tolerant.calls == len(PASSAGES) - 3  # only the triples of the parseable passages were new
 
 

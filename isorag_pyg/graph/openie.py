@@ -134,6 +134,8 @@ class OpenIEExtractor:
             raise ValueError(f"max_bad_share must be within [0, 1], got {max_bad_share}")
         self.cache_path = Path(cache_dir or default_cache_dir() / "openie") / "openie.jsonl"
         self.chat, self.max_bad_share = chat, max_bad_share
+        #: per step (``entities``, ``triples``), the passages of the last :meth:`extract` whose answer had no list
+        self.unparseable: dict[str, int] = {}
         self.generator = OpenAIChatGenerator(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
                                              max_retries=max_retries, timeout=timeout, backoff=backoff, max_tokens=max_tokens,
                                              cache_path=self.cache_path, stop=None if chat else ["\n"])
@@ -152,6 +154,7 @@ class OpenIEExtractor:
                               "rerun to resume") from err
 
     def _check(self, bad: list[int], texts: list[str], answers: list[str], desc: str) -> None:
+        self.unparseable[desc] = len(bad)
         if not texts:
             return
         share = len(bad) / len(texts)
