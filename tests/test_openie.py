@@ -4,7 +4,11 @@ packaged Gemma 3 270M."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from fake_llm_server import FakeLLM
@@ -13,6 +17,7 @@ from isorag_pyg.graph.extraction import EntityExtractor, Extraction
 from isorag_pyg.graph.openie import OpenIEError, OpenIEExtractor, parse_entities, parse_triples
 from isorag_pyg.qa.server import LlamaServer
 
+REPO = Path(__file__).resolve().parents[1]
 PASSAGES = [f"Town{i} is a town in Region{i % 3}, founded in {1800 + i}." for i in range(8)]
 
 
@@ -176,3 +181,15 @@ def test_openie_with_the_packaged_gemma_behind_the_real_server(llama_server_inst
         assert again.extract(passages) == out and again.calls == 0
     named = [e for entities, text in zip(out.entities, passages) for e in entities if e.lower() in text.lower()]
     assert len(named) >= len(passages), out
+
+
+@pytest.mark.slow
+@pytest.mark.llama_server
+def test_openie_benchmark_script_on_two_passages(llama_server_installed, gemma_gguf, shared_data, tmp_path):
+    done = subprocess.run([sys.executable, "benchmarks/openie.py", "--passages", "2", "--max-tokens", "64"], check=False, cwd=REPO,
+                          env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "openie.json").read_text())
+    assert result["passages"] == 2 and result["passages_per_second"] > 0 and 2 <= result["requests"] <= 4
+    assert set(result["unparseable_answers"]) == {"entities", "triples"} and len(result["examples"]) == 2
