@@ -159,6 +159,14 @@ def test_unreachable_endpoint_is_a_clear_error(tmp_path):
         ie.extract(PASSAGES[:2])
 
 
+def test_slow_endpoint_is_a_clear_error_and_keeps_what_arrived(tmp_path):
+    slow = {f"entities|{PASSAGES[1]}": ["timeout"] * 5}
+    with FakeLLM(slow, answers=scripted_answers(PASSAGES), key=openie_key, delay=1.0) as server, \
+            pytest.raises(OpenIEError, match=r"OpenIE stopped \(entities\): cannot reach the generator at .*: Request timed out\. The answers"):
+        extractor(server, tmp_path, timeout=0.3, max_retries=1, concurrency=1).extract(PASSAGES[:2])
+    assert [line["answer"] for line in cached_lines(tmp_path)] == [scripted_answers(PASSAGES)[f"entities|{PASSAGES[0]}"]]
+
+
 def test_bad_share_outside_zero_one_is_refused(tmp_path):
     with pytest.raises(ValueError, match="max_bad_share"):
         OpenIEExtractor("http://127.0.0.1:1/v1", "fake", cache_dir=tmp_path, max_bad_share=1.5)

@@ -150,7 +150,7 @@ class OpenIEExtractor:
         try:
             return [r["answer"] for r in self.generator.generate(requests, desc=desc)]
         except GeneratorError as err:
-            raise OpenIEError(f"OpenIE stopped ({desc}): {err}. The answers received so far are cached in {self.cache_path}; "
+            raise OpenIEError(f"OpenIE stopped ({desc}): {str(err).rstrip('.')}. The answers received so far are cached in {self.cache_path}; "
                               "rerun to resume") from err
 
     def _check(self, bad: list[int], texts: list[str], answers: list[str], desc: str) -> None:
