@@ -19,7 +19,7 @@ from pathlib import Path
 from _common import DATA_DIR, results_name, write_json
 
 from isorag_pyg.datasets.formats import read_corpus
-from isorag_pyg.graph.openie import OpenIEExtractor
+from isorag_pyg.qa.openie import OpenIEExtractor
 from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.qa.server import LlamaServer
 

@@ -14,7 +14,7 @@ import pytest
 from fake_llm_server import FakeLLM
 
 from isorag_pyg.graph.extraction import EntityExtractor, Extraction
-from isorag_pyg.graph.openie import OpenIEError, OpenIEExtractor, parse_entities, parse_triples
+from isorag_pyg.qa.openie import OpenIEError, OpenIEExtractor, parse_entities, parse_triples
 from isorag_pyg.qa.server import LlamaServer
 
 REPO = Path(__file__).resolve().parents[1]
