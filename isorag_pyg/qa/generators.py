@@ -6,7 +6,7 @@ import logging
 import os
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -110,10 +110,20 @@ class OpenAIChatGenerator:
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def generate(self, requests: list[Request]) -> list[dict[str, Any]]:
-        """One record (``answer``, ``prompt_tokens``) per request, in request order."""
+    def generate(self, requests: list[Request], desc: str = "generating") -> list[dict[str, Any]]:
+        """One record (``answer``, ``prompt_tokens``) per request, in request order. The first
+        request that fails for good raises at once: requests not yet sent are cancelled (those in
+        flight finish, and their answers are cached)."""
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(tqdm(pool.map(self._ask, requests), total=len(requests), desc="generating", leave=False))
+            futures = [pool.submit(self._ask, request) for request in requests]
+            try:
+                for done in tqdm(as_completed(futures), total=len(futures), desc=desc, leave=False):
+                    done.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+            return [future.result() for future in futures]
 
 
 class TransformersGenerator:
