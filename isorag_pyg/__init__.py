@@ -5,7 +5,7 @@
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["ISORAGIndex", "PhiSpec", "FThetaConfig", "__version__"]
+__all__ = ["FThetaConfig", "ISORAGIndex", "PhiSpec", "__version__"]
 
 
 def __getattr__(name: str) -> Any:  # imported on first use: `import isorag_pyg.datasets` stays light

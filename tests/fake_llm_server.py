@@ -7,6 +7,8 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from typing_extensions import Self
+
 
 class FakeLLM:
     """``failures[question] = ["429", "500", "timeout", "malformed", ...]`` are served in order
@@ -64,7 +66,7 @@ class FakeLLM:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> "FakeLLM":
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 

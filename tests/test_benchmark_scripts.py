@@ -66,7 +66,7 @@ def test_f_theta_geometry_compares_every_variant_with_p_zero(tmp_path):
 def quality_error(tmp_path: Path, *args: str) -> str:
     """quality.py's stderr for arguments it must refuse (it must exit non-zero)."""
     done = subprocess.run([sys.executable, "benchmarks/quality.py", "--datasets", "synthetic", *args],
-                          cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
+                          check=False, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
     assert done.returncode != 0, done.stdout[-500:]
     return done.stderr
 

@@ -1,6 +1,8 @@
 """Incremental updates equal a full rebuild over the same passages with the same f_θ."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -67,7 +69,7 @@ def test_updates_survive_save_and_load(base, tmp_path):
 
 def test_phi_is_recomputed_only_around_the_change():
     names = ["Alvorn", "Brelith", "Corvane", "Dunmere", "Estrove"]
-    chain = [{"id": n, "title": n, "text": f"{n} is next to {m}."} for n, m in zip(names, names[1:])]  # Alvorn - ... - Estrove
+    chain = [{"id": n, "title": n, "text": f"{n} is next to {m}."} for n, m in itertools.pairwise(names)]  # Alvorn - ... - Estrove
     index = ISORAGIndex.build(chain + [{"id": "Estrove", "title": "Estrove", "text": "Estrove is the last."}], f_theta=None,
                               phi=PhiSpec(p=0.0), progress=False)
     report = index.add([{"id": "lonely", "title": "Zyxwvut", "text": "An unrelated note."}])

@@ -53,8 +53,8 @@ def fewshot() -> PromptTemplate:
 def served_generator(server: LlamaServer, cache: Path | None = None, **kwargs) -> OpenAIChatGenerator:
     """The client as qa=openai_base configures it, pointed at ``server``."""
     cfg = qa_config("openai_base")
-    params = dict(concurrency=cfg.concurrency, max_retries=cfg.max_retries, timeout=cfg.timeout, backoff=0.05,
-                  temperature=cfg.temperature, max_tokens=cfg.max_tokens, cache_path=cache, stop=list(cfg.stop))
+    params = {"concurrency": cfg.concurrency, "max_retries": cfg.max_retries, "timeout": cfg.timeout, "backoff": 0.05,
+                  "temperature": cfg.temperature, "max_tokens": cfg.max_tokens, "cache_path": cache, "stop": list(cfg.stop)}
     return OpenAIChatGenerator(server.base_url, server.model, **{**params, **kwargs})
 
 
@@ -87,7 +87,7 @@ def test_transformers_reads_the_gguf_with_batched_left_padding(gemma_gguf):
 
 def test_evaluate_py_with_qa_gguf(gemma_gguf, tmp_path):
     cmd = [sys.executable, "evaluate.py", "qa=gguf", f"hydra.run.dir={tmp_path}", "encoder.show_progress=false", *SMALL]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["qa_questions"] == 3 and 0.0 <= metrics["f1"] <= 1.0 and metrics["avg_prompt_tokens"] > 200  # few-shot prompt
@@ -190,7 +190,7 @@ def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemm
     overrides = [arg for o in SMALL[:5] for arg in ("--override", o)]
     cmd = [sys.executable, "benchmarks/qa.py", "--datasets", "synthetic", "--max-questions", "3", "--rows", "closed_book", "dense", "oracle",
            "--agreement", "1", *overrides]
-    done = subprocess.run(cmd, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
+    done = subprocess.run(cmd, check=False, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "qa.json").read_text())
     assert result["complete"] and result["results"]["synthetic"]["n_questions"] == 3
@@ -208,7 +208,7 @@ def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemm
 def test_qa_benchmark_refuses_bad_arguments_before_it_starts(tmp_path, args, message):
     """A path for ``--out`` would only fail when the results are written, after the whole run;
     ``--max-questions 0`` would have run every question: both are refused at once."""
-    done = subprocess.run([sys.executable, "benchmarks/qa.py", *args], cwd=REPO,
+    done = subprocess.run([sys.executable, "benchmarks/qa.py", *args], check=False, cwd=REPO,
                           env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and message in done.stderr
     assert not list(tmp_path.iterdir())

@@ -17,6 +17,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from typing_extensions import Self
+
 
 class ServerError(RuntimeError):
     """The server did not start, or is not installed."""
@@ -51,7 +53,7 @@ class LlamaServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "LlamaServer":
+    def start(self) -> LlamaServer:
         try:
             import llama_cpp.server  # noqa: F401 - only checks that it is installed
         except ImportError as err:
@@ -83,7 +85,7 @@ class LlamaServer:
                 self.process.kill()
                 self.process.wait()
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:

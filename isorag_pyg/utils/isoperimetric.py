@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch import Tensor
@@ -154,7 +154,7 @@ class PhiSpec:
         """Whether :math:`\\varphi` depends on ball coordinates (``p > 0``)."""
         return self.p != 0
 
-    def replace(self, **changes: float) -> "PhiSpec":
+    def replace(self, **changes: float) -> PhiSpec:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
