@@ -28,6 +28,7 @@ def noise_script(tmp_path: Path, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_noise_benchmark_tunes_on_training_questions_per_level(tmp_path):
     levels = ["clean", "hub-2.5%x150", "random-1x", "comention", "rich-weighted"]
     out = noise_script(tmp_path, "--levels", *levels)
@@ -60,6 +61,7 @@ def test_noise_benchmark_tunes_on_training_questions_per_level(tmp_path):
     assert set(payload["summary"]["targets"]) == {"synthetic/fixed", "synthetic/robust", "synthetic/tuned", "synthetic/tuned_p0"}
 
 
+@pytest.mark.slow
 def test_noise_benchmark_stages_give_the_same_numbers(tmp_path):
     levels = ["clean", "hub-1%x50"]
     noise_script(tmp_path, "--levels", *levels)

@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from isorag_pyg.datasets import Passage, Question
 from isorag_pyg.jobs.evaluate import run_evaluation
 from isorag_pyg.qa import GeneratorError, OpenAIChatGenerator, PromptTemplate, answer_questions, exact_match, token_f1
+from isorag_pyg.qa.server import LEGACY_SETTINGS, ReaderSettings, Timing, parse_timings
 
 TEMPLATE = PromptTemplate(system="Answer briefly.", user="Passages:\n{passages}\n\nQuestion: {question}\nAnswer:", passage="[{index}] {title}: {text}")
 
@@ -170,3 +171,28 @@ def test_first_answer_cuts_at_the_stop_string():
 
     assert first_answer(" Paris\nQuestion: next", ["\n"]) == "Paris"
     assert first_answer(" Paris ", None) == "Paris"
+
+
+LLAMA_LOG = """Llama.generate: 300 prefix-match hit, remaining 512 prompt tokens to eval
+llama_perf_context_print:        load time =     100.00 ms
+llama_perf_context_print: prompt eval time =     930.52 ms /   512 tokens (    1.82 ms per token,   550.23 tokens per second)
+llama_perf_context_print:        eval time =      80.00 ms /     4 runs   (   20.00 ms per token,    50.00 tokens per second)
+llama_perf_context_print:       total time =    1015.00 ms /   516 tokens
+INFO:     127.0.0.1:40000 - "POST /v1/completions HTTP/1.1" 200 OK
+llama_perf_context_print: prompt eval time =      20.00 ms /    10 tokens (    2.00 ms per token,   500.00 tokens per second)
+llama_perf_context_print:        eval time =       0.00 ms /     0 runs   (    0.00 ms per token,      0.00 tokens per second)
+"""
+
+
+def test_llama_timings_are_read_from_the_server_log():
+    assert parse_timings(LLAMA_LOG) == [Timing(512, 930.52, 4, 80.0), Timing(10, 20.0, 0, 0.0)]
+    with pytest.raises(ValueError, match="unmatched"):
+        parse_timings(LLAMA_LOG.rsplit("llama_perf_context_print:        eval", 1)[0])
+
+
+def test_reader_settings_become_server_flags_and_refuse_nonsense():
+    flags = ReaderSettings(threads=2, logits_all=False, n_batch=256, n_ubatch=128).args()
+    assert flags[flags.index("--logits_all") + 1] == "False" and flags[flags.index("--n_ubatch") + 1] == "128"
+    assert LEGACY_SETTINGS.logits_all and LEGACY_SETTINGS.threads == 1
+    with pytest.raises(ValueError, match="must be >= 1"):
+        ReaderSettings(threads=0)

@@ -106,6 +106,7 @@ def server(index_dir, tmp_path_factory) -> Iterator[Server]:
     running.stop()
 
 
+@pytest.mark.slow
 def test_answers_are_those_of_index_retrieve_as_isorag_query_json_prints_them(server, index):
     questions = QUESTIONS[:3]
     for retriever, k in (("iso", 4), ("bm25", 2)):
@@ -115,6 +116,7 @@ def test_answers_are_those_of_index_retrieve_as_isorag_query_json_prints_them(se
         assert answered.json() == expected  # one request, one batch: the very same call as index.retrieve
 
 
+@pytest.mark.slow
 def test_concurrent_requests_share_calls_and_get_their_own_answers(server, index):
     bodies = [{"questions": [q], "k": 3 + i % 2, "retriever": "iso" if i % 4 else "dense"} for i, q in enumerate(QUESTIONS)]
     bodies.append({"questions": QUESTIONS[:2], "k": 3})
@@ -136,6 +138,7 @@ def test_concurrent_requests_share_calls_and_get_their_own_answers(server, index
             assert [r["score"] for r in answer["results"]] == pytest.approx([hit.score for hit in hits], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_bad_input_is_a_4xx_with_a_message_and_the_server_keeps_serving(server):
     json_cases = [
         ({"questions": []}, 422, "non-empty list"),
@@ -173,6 +176,7 @@ def test_bad_input_is_a_4xx_with_a_message_and_the_server_keeps_serving(server):
     assert server.process.poll() is None and server.stats()["failed_requests"] == 0
 
 
+@pytest.mark.slow
 def test_health_and_info(server, index):
     health = server.client.get("/health").json()
     assert health["status"] == "ok" and health["passages"] == len(index)
@@ -184,6 +188,7 @@ def test_health_and_info(server, index):
                                               max_body_bytes=4096).to_dict()
 
 
+@pytest.mark.slow
 def test_without_batching_every_request_is_its_own_call_and_signals_stop_it(index_dir, tmp_path):
     servers = {sig: Server(index_dir, tmp_path / f"serve-{sig}.log", "--no-batching") for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig, server in servers.items():
@@ -200,6 +205,7 @@ def test_without_batching_every_request_is_its_own_call_and_signals_stop_it(inde
         assert "Traceback" not in log and "ERROR" not in log, log[-2000:]
 
 
+@pytest.mark.slow
 def test_start_up_errors_are_one_line_and_a_non_zero_exit(index_dir, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
