@@ -112,6 +112,7 @@ def test_evaluate_with_qa(tmp_path):
     assert "usage.prompt_tokens" in summary["prompt_token_counter"]
 
 
+@pytest.mark.slow
 def test_evaluate_py_reports_unreachable_endpoint_cleanly(tmp_path):
     import subprocess
     import sys
