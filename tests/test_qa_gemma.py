@@ -226,3 +226,18 @@ def test_qa_benchmark_refuses_bad_arguments_before_it_starts(tmp_path, args, mes
                           env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and message in done.stderr
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.llama_server
+@pytest.mark.shared_data
+def test_reader_speed_benchmark_compares_settings_on_the_same_prompts(llama_server_installed, gemma_gguf, shared_data, tmp_path):
+    cmd = [sys.executable, "benchmarks/reader_speed.py", "--questions", "2", "--configs", "legacy", "threads=1"]
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)}
+    done = subprocess.run(cmd, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "reader_speed.json").read_text())
+    legacy, tuned = result["runs"]
+    assert legacy["settings"]["logits_all"] and not tuned["settings"]["logits_all"] and legacy["prompt_speedup"] == 1.0
+    assert tuned["same_answers"] == 1.0 and tuned["answers"] == legacy["answers"]  # logits of the last token only: same greedy answers
+    assert all(r["prompt_tokens_per_s"] > 0 and r["evaluated_prompt_tokens"] <= r["prompt_tokens"] for r in result["runs"])
