@@ -22,6 +22,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
+import signal
+import sys
 import time
 from contextlib import ExitStack
 from typing import Any
@@ -94,9 +97,11 @@ def run_configuration(spec: str, warm_up: str, requests: list[str], max_tokens: 
         records = generator.generate(requests)
         seconds = time.perf_counter() - start
         timings = [t for s, n in zip(servers, done) for t in s.timings()[n:]]
+    # per server: with several servers the prompts are answered concurrently, so the wall seconds tell the total
     return {"config": spec, "settings": dataclasses.asdict(settings), "servers": n_servers, **throughput(timings),
             "evaluated_prompt_tokens": sum(t.prompt_tokens for t in timings), "prompt_tokens": sum(r["prompt_tokens"] for r in records),
             "generated_tokens": sum(t.generated_tokens for t in timings), "seconds_per_question": seconds / len(requests),
+            "load_average_1min": os.getloadavg()[0],  # other work on the machine slows every configuration
             "answers": [r["answer"] for r in records]}
 
 
@@ -116,6 +121,7 @@ def main() -> None:
         except argparse.ArgumentTypeError as err:
             parser.error(str(err))
     logging.basicConfig(level=logging.WARNING)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers
     cfg = eval_config(f"dataset={args.dataset}", "split=train", "qa=gguf")
     dataset, _ = split_datasets(cfg)
     prompt = template("fewshot")
@@ -134,10 +140,10 @@ def main() -> None:
         runs.append(run)
         print(f"  {spec:42s} {run['prompt_tokens_per_s']:10.1f} {run['generation_tokens_per_s'] or 0:8.1f} {run['seconds_per_question']:6.2f} "
               f"{run['prompt_speedup']:8.2f} {run['same_answers']:12.2f}", flush=True)
-    write_json(args.out, {"dataset": args.dataset, "split": "train", "questions": [q.id for q in questions],
-                          "reader": {"model": packaged_gemma().name, "decoding": "greedy", "stop": stop, "max_tokens": max_tokens},
-                          "protocol": "same prompts, same order, one configuration at a time; tokens/s from llama.cpp's own timings",
-                          "runs": runs})
+        write_json(args.out, {"dataset": args.dataset, "split": "train", "questions": [q.id for q in questions],
+                              "reader": {"model": packaged_gemma().name, "decoding": "greedy", "stop": stop, "max_tokens": max_tokens},
+                              "protocol": "same prompts, same order, one configuration at a time; tokens/s from llama.cpp's own timings",
+                              "complete": len(runs) == len(args.configs), "runs": runs})
 
 
 if __name__ == "__main__":

@@ -37,7 +37,10 @@ class ReaderSettings:
     """How llama-cpp-python's server runs the model (defaults chosen by
     ``benchmarks/reader_speed.py``, measured side by side on the same prompts).
 
-    ``threads``: llama.cpp threads for the prompt and for generation. ``logits_all``: the
+    ``threads``: llama.cpp threads for the prompt and for generation; one by default: its
+    threads spin at barriers, so on a busy machine two ran slower than one (measured), and
+    several one-thread servers (``benchmarks/qa.py --servers``) use more cores without that risk;
+    give a server more threads on cores of its own. ``logits_all``: the
     server's own default, ``True``, computes the logits of the whole vocabulary (262k words
     for Gemma 3) for every prompt token, which only ``logprobs`` needs; ``False`` computes the
     last token's only. ``n_batch`` / ``n_ubatch``: prompt tokens per logical / physical batch.
@@ -45,7 +48,7 @@ class ReaderSettings:
     server always reuses the KV cache of the previous prompt, so a shared few-shot prefix is
     computed once even without it)."""
 
-    threads: int = 2
+    threads: int = 1
     logits_all: bool = False
     n_batch: int = 512
     n_ubatch: int = 512
