@@ -2,7 +2,8 @@
 ``POST /retrieve`` so that the two cannot drift apart."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from isorag_pyg.index.index import RetrievedPassage
 

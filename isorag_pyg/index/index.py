@@ -8,9 +8,10 @@ import datetime
 import hashlib
 import inspect
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -85,7 +86,7 @@ def check_questions(questions: Sequence[str]) -> None:
         raise ValueError("questions must be a non-empty list of strings")
     for i, question in enumerate(questions):
         if not isinstance(question, str):
-            raise ValueError(f"question {i} must be a string, got {type(question).__name__}")
+            raise ValueError(f"question {i} must be a string, got {type(question).__name__}")  # noqa: TRY004 - bad input is ValueError here
         if not question.strip():
             raise ValueError(f"question {i} is empty")
         if not question.isascii():
@@ -133,7 +134,7 @@ def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int 
             raw.append(RawPassage(p.id, p.title, p.text))
             continue
         if not isinstance(p, Mapping) or not isinstance(p.get("text"), str):
-            raise ValueError(f"passage {i}: expected a Passage or a dict with a 'text' string, got {p!r:.80}")
+            raise ValueError(f"passage {i}: expected a Passage or a dict with a 'text' string, got {p!r:.80}")  # noqa: TRY004 - as above
         pid = p.get("id")
         raw.append(RawPassage(None if pid is None else str(pid), str(p.get("title") or "").strip(), " ".join(p["text"].split())))
     for i, p in enumerate(raw):
@@ -221,7 +222,7 @@ class ISORAGIndex:
         progress: bool = True,
         ann: str = "exact",
         ann_params: Mapping[str, int] | None = None,
-    ) -> "ISORAGIndex":
+    ) -> ISORAGIndex:
         """Embed ``passages``, build the corpus graph, train f_θ, compute φ and (optionally) an
         approximate nearest-neighbour index.
 
@@ -291,7 +292,7 @@ class ISORAGIndex:
             log.warning("LEAK: this graph is built from the evaluated questions' own contexts; its metrics are not held-out results")
         return index
 
-    def train_f_theta(self, config: FThetaConfig = FThetaConfig(), work_dir: str | Path | None = None, logger: Any = False,
+    def train_f_theta(self, config: FThetaConfig = FThetaConfig(), work_dir: str | Path | None = None, logger: Any = False,  # noqa: B008 - read only
                       ckpt_path: str | Path | None = None, update_phi: bool = True) -> dict[str, float]:
         """Train f_θ on this index's graph (in the ball of curvature ``phi.curvature``), keep its
         weights and every passage's coordinates, and recompute φ; returns the held-out metrics."""
@@ -322,7 +323,7 @@ class ISORAGIndex:
 
     # ----------------------------------------------------------------------------- updates
     def add(self, passages: Sequence[Passage | Mapping[str, Any]], refit: FThetaConfig | None = None,
-            encoder: TextEncoder | None = None) -> "UpdateReport":
+            encoder: TextEncoder | None = None) -> UpdateReport:
         """Append passages: embedded with the index's encoder (cached; or ``encoder``, e.g. the
         same model on a GPU, checked against the recorded fingerprint), linked by the graph
         builders in both directions, placed in the ball by the stored f_θ (``refit`` trains f_θ
@@ -344,7 +345,7 @@ class ISORAGIndex:
             report.phi_recomputed = len(self)
         return report
 
-    def remove(self, ids: Iterable[str]) -> "UpdateReport":
+    def remove(self, ids: Iterable[str]) -> UpdateReport:
         """Remove passages by id; the graph, the ball coordinates of the rest and φ around the
         removed passages are updated as a rebuild would. An unknown id is an error."""
         from isorag_pyg.index.update import UpdateReport, apply_update, check_updatable, rows_of
@@ -404,7 +405,7 @@ class ISORAGIndex:
         if self._ann is None and self._ann_file is not None:
             try:
                 ann = ANNIndex.load(self._ann_file)
-            except Exception as err:  # safetensors' or FAISS's own errors
+            except Exception as err:  # noqa: BLE001 - safetensors' or FAISS's own errors
                 raise IndexFormatError(self._ann_file, f"unreadable ANN index ({err})") from None
             if (ann.kind, ann.num_passages, ann.dim) != (self.ann_info["kind"], len(self), self.embeddings.size(1)):
                 raise IndexFormatError(self._ann_file, f"a {ann.kind} index of {ann.num_passages} vectors of size {ann.dim}, "
@@ -576,7 +577,7 @@ class ISORAGIndex:
         return write_index_dir(directory, write)
 
     @classmethod
-    def load(cls, directory: str | Path, verify: bool = True) -> "ISORAGIndex":
+    def load(cls, directory: str | Path, verify: bool = True) -> ISORAGIndex:
         """Open a saved index. Every file's size is checked and, unless ``verify`` is ``False``
         (for huge trusted indexes), its SHA-256; tensors are memory-mapped. Raises
         :class:`IndexFormatError` naming the file for anything missing, corrupt or too new."""
@@ -590,7 +591,7 @@ class ISORAGIndex:
             raise IndexFormatError(directory, f"inconsistent index ({err})") from None
 
     @classmethod
-    def _from_files(cls, directory: Path, manifest: dict[str, Any]) -> "ISORAGIndex":
+    def _from_files(cls, directory: Path, manifest: dict[str, Any]) -> ISORAGIndex:
         tensors = _load_tensors(directory / TENSORS)
         counts = manifest["counts"]
         n, dim = int(counts["passages"]), int(counts["dim"])
@@ -633,7 +634,7 @@ class ISORAGIndex:
 def _load_tensors(path: Path) -> dict[str, Tensor]:
     try:
         return load_file(path)
-    except Exception as err:  # safetensors' own errors: truncated header, bad offsets...
+    except Exception as err:  # noqa: BLE001 - safetensors' own errors: truncated header, bad offsets...
         raise IndexFormatError(path, f"unreadable safetensors file ({err})") from None
 
 

@@ -12,8 +12,9 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from isorag_pyg.utils.files import file_sha256
 

@@ -12,8 +12,9 @@ delete, and IVF would keep the old row numbers).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -52,13 +53,13 @@ class UpdateReport:
                 f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} passages{ann}")
 
 
-def check_updatable(index: "ISORAGIndex") -> None:
+def check_updatable(index: ISORAGIndex) -> None:
     if used := [name for name in index.graph_spec if name in NOT_UPDATABLE]:
         raise ValueError(f"this index's graph uses {', '.join(used)}, which an update cannot follow (built from questions the index "
                          "does not keep, or seeded noise over the whole corpus): rebuild it instead")
 
 
-def new_passages(index: "ISORAGIndex", passages: Sequence[Passage | Mapping[str, Any]]) -> tuple[list[Passage], int]:
+def new_passages(index: ISORAGIndex, passages: Sequence[Passage | Mapping[str, Any]]) -> tuple[list[Passage], int]:
     """The passages to append: validated, numbered after the existing ones when they carry no
     ids; a conflicting id is an error, a passage identical to an existing one is skipped."""
     from isorag_pyg.index.index import as_passages
@@ -72,7 +73,7 @@ def new_passages(index: "ISORAGIndex", passages: Sequence[Passage | Mapping[str,
     return fresh, len(corpus) - len(fresh)
 
 
-def apply_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_new: Tensor, report: UpdateReport) -> None:
+def apply_update(index: ISORAGIndex, corpus: list[Passage], x: Tensor, old_to_new: Tensor, report: UpdateReport) -> None:
     """Make ``index`` hold ``corpus`` (kept passages in their old order, then the new ones) with
     embeddings ``x``; ``old_to_new`` maps every old row to its new row or -1 (removed)."""
     n = len(corpus)
@@ -166,7 +167,7 @@ def _member(keys: Tensor, sorted_keys: Tensor) -> Tensor:
     return sorted_keys[slot] == keys
 
 
-def rows_of(index: "ISORAGIndex", ids: Iterable[str]) -> Tensor:
+def rows_of(index: ISORAGIndex, ids: Iterable[str]) -> Tensor:
     ids = list(ids)
     if not ids:
         raise ValueError("remove() needs at least one passage id")
