@@ -60,7 +60,8 @@ def ray_map(texts: Sequence[str], step: MapStep, address: str | None = None, wor
     if started_here:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     try:
-        data = ray.data.from_items([{"row": i, "text": text} for i, text in enumerate(texts)])
+        blocks = -(-len(texts) // batch_size)  # one block a batch: Ray's default splits small inputs into tiny blocks
+        data = ray.data.from_items([{"row": i, "text": text} for i, text in enumerate(texts)], override_num_blocks=blocks)
         mapped = data.map_batches(_StepActor, fn_constructor_args=(step,), batch_size=batch_size, batch_format="numpy",
                                   compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=cpus_per_worker,
                                   num_gpus=gpus_per_worker)
