@@ -6,7 +6,7 @@ import json
 import os
 import platform
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ def add_override_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _retriever_base(name: str) -> DictConfig:
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         rcfg = compose("eval", overrides=[f"retriever={name}", "paths.output_dir=."]).retriever

@@ -15,8 +15,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+import matplotlib.pyplot as plt
+from omegaconf import OmegaConf
 
 FIELDS = ["dataset", "graph", "leak", "beta", "over_retrieval", "phi_mode", "recall@5", "recall@10", "precision@5",
           "precision@10", "removed_edge_fraction", "latency_ms_per_query"]

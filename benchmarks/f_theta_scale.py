@@ -13,6 +13,7 @@ benchmarks/results/offline_cost.png (this curve next to φ's from phi_scale.json
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import subprocess
@@ -101,7 +102,7 @@ def main() -> None:
         print(f"{n:>9} nodes {row['undirected_edges']:>9} edges: setup {row['setup_seconds']:7.1f} s, epoch {row['seconds_per_epoch']:7.1f} s "
               f"({row['steps']} steps, {row['ms_per_step']:.1f} ms/step), peak {row['peak_rss_mib']:7.0f} MiB", flush=True)
         write_json("f_theta_scale.json", {"graph": f"Barabasi-Albert m={args.m}", "rows": rows, "partial": n != args.nodes[-1]})
-    for a, b in zip(rows, rows[1:]):
+    for a, b in itertools.pairwise(rows):
         print(f"x{b['nodes'] / a['nodes']:.0f} nodes: epoch time x{b['seconds_per_epoch'] / a['seconds_per_epoch']:.1f}, "
               f"setup x{b['setup_seconds'] / a['setup_seconds']:.1f}, peak memory x{b['peak_rss_mib'] / a['peak_rss_mib']:.1f}")
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -48,7 +48,7 @@ def build_2wiki(repeats: int, out: Path) -> dict:
     from isorag_pyg.jobs import config as conf
 
     cfg = eval_config("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false")
-    eval_ds, train_ds = conf.split_datasets(cfg)
+    eval_ds, _train_ds = conf.split_datasets(cfg)
     encoder = conf.encoder(cfg.encoder)
     encoder.encode([p.content for p in eval_ds.corpus])  # fills the embedding cache (untimed)
     start = time.perf_counter()

@@ -35,7 +35,7 @@ from isorag_pyg.retrieval.scoring import teleport_weights
 from isorag_pyg.utils.device import device_of
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 K = 10
 

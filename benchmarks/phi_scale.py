@@ -9,6 +9,7 @@ Writes benchmarks/results/phi_scale.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import subprocess
@@ -68,7 +69,7 @@ def main() -> None:
         rows.append(row)
         print(f"{n:>9} nodes {row['directed_edges']:>10} edges  {row['two_hop_paths']:>12} 2-paths  {row['two_hop_pairs']:>12} 2-hop pairs  "
               f"{row['seconds']:8.2f} s  peak {row['peak_rss_mib']:8.0f} MiB  {row['ns_per_two_hop_path']:.1f} ns/2-path", flush=True)
-    for a, b in zip(rows, rows[1:]):
+    for a, b in itertools.pairwise(rows):
         print(f"x{b['nodes'] / a['nodes']:.0f} nodes: time x{b['seconds'] / a['seconds']:.1f}, 2-paths x{b['two_hop_paths'] / a['two_hop_paths']:.1f}")
     write_json("phi_scale.json", {"graph": f"Barabasi-Albert m={args.m}", "p": 2.0, "rows": rows})
 

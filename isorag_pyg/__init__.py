@@ -5,6 +5,6 @@
 from isorag_pyg.lazy import lazy_attributes
 from isorag_pyg.version import __version__
 
-__all__ = ["ISORAGIndex", "PhiSpec", "FThetaConfig", "__version__"]
+__all__ = ["FThetaConfig", "ISORAGIndex", "PhiSpec", "__version__"]
 # imported on first use: `import isorag_pyg.datasets` stays light
 __getattr__ = lazy_attributes(__name__, {"ISORAGIndex": "index", "PhiSpec": "knobs", "FThetaConfig": "training.config"})

@@ -18,7 +18,8 @@ import json
 import os
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 _START = time.perf_counter()
 
@@ -48,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="dense candidates: scan every passage, or a FAISS hnsw / ivf index at its default parameters (default: exact)")
     build.add_argument("--encode-devices", nargs="+", default=None, metavar="DEVICE",
                        help="encode in one process per device, e.g. cuda:0 cuda:1, or cpu cpu cpu cpu (default: one process)")
+    build.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="encode on Ray actors: alone, a Ray instance on this machine; or a cluster (auto, ray://head:10001) (docs/scale.md)")
+    build.add_argument("--ray-workers", type=int, default=2, help="encoder actors with --ray, one per GPU or CPU worker (default: 2)")
+    build.add_argument("--ray-cpus", type=float, default=1.0, help="CPUs per encoder actor with --ray (default: 1)")
+    build.add_argument("--ray-gpus", type=float, default=0.0, help="GPUs per encoder actor with --ray (default: 0)")
     build.add_argument("--seed", type=int, default=seed, help=f"f_θ's training seed (default: {seed})")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -113,7 +119,15 @@ def _index(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.knobs import PhiSpec
 
     passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=args.encoder or DEFAULT_ENCODER)
-    encoder = SentenceEncoder(args.encoder or DEFAULT_ENCODER, show_progress=not args.quiet, devices=args.encode_devices)
+    if args.ray is not None and args.encode_devices:
+        raise ValueError("--ray and --encode-devices are two ways to spread the encoding: choose one")
+    if args.ray is not None:
+        from isorag_pyg.scale import RayEncoder
+
+        encoder = RayEncoder(args.encoder or DEFAULT_ENCODER, address=None if args.ray == "local" else args.ray, workers=args.ray_workers,
+                             cpus_per_worker=args.ray_cpus, gpus_per_worker=args.ray_gpus)
+    else:
+        encoder = SentenceEncoder(args.encoder or DEFAULT_ENCODER, show_progress=not args.quiet, devices=args.encode_devices)
     phi = PhiSpec(p=args.p, shell_floor=args.shell_floor)
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = {name: {} for name in args.graph.split("+") if name}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 #: φ ablations: the real values, all equal (nothing pruned), real values permuted over the
 #: nodes, uniform random values.
@@ -133,7 +133,7 @@ class ISOKnobs(Knobs):
     tol: float = 1e-6
     max_iter: int = 50
     seed: int = 0
-    query_chunk: Optional[int] = None
+    query_chunk: int | None = None
     edge_weights: bool = False
 
     def __post_init__(self) -> None:
@@ -167,7 +167,7 @@ class PPRKnobs(Knobs):
     lambda_dense: float = 0.0
     tol: float = 1e-6
     max_iter: int = 50
-    query_chunk: Optional[int] = None
+    query_chunk: int | None = None
     edge_weights: bool = False
 
     def __post_init__(self) -> None:
@@ -180,7 +180,7 @@ class PPRKnobs(Knobs):
 class DenseKnobs(Knobs):
     """Flat dense retrieval's knobs: ``query_chunk`` as in :class:`ISOKnobs`."""
 
-    query_chunk: Optional[int] = None
+    query_chunk: int | None = None
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 (PEP 562 module ``__getattr__``), so that importing the package stays light."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import import_module
-from typing import Any, Callable
+from typing import Any
 
 
 def lazy_attributes(package: str, homes: dict[str, str]) -> Callable[[str], Any]:

@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from typing_extensions import Self
+
 
 def question_of(prompt: str) -> str:
     """The text after the last ``Question: `` of a QA prompt, up to its line end."""
@@ -76,7 +78,7 @@ class FakeLLM:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> FakeLLM:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 

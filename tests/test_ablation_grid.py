@@ -6,11 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "dataset.generator.hub_size=15",
          "dataset.generator.num_questions=20", "trainer.max_epochs=2", "encoder.show_progress=false"]
 
 
+@pytest.mark.slow
 def test_multirun_grid_and_aggregation(tmp_path):
     sweep = tmp_path / "sweep"
     cmd = [sys.executable, "evaluate.py", "-m", "hparams_search=ablation_grid", "retriever.beta=0.1,0.9",

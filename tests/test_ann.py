@@ -163,6 +163,7 @@ def rankings(index: ISORAGIndex, name: str) -> list[list[str]]:
     return [[hit.id for hit in hits] for hits in index.retrieve(QUESTIONS, k=5, retriever=name)]
 
 
+@pytest.mark.slow
 def test_an_index_built_with_hnsw_saves_loads_and_answers_identically(exact_index, tmp_path, monkeypatch):
     index = ISORAGIndex.build(CORPUS.corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False, ann="hnsw",
                               ann_params={"ef_search": 100})

@@ -14,7 +14,7 @@ LAYERS = [
     {"utils"},
     {"datasets", "nn"},
     {"encoders", "graph", "training", "retrieval", "transforms"},
-    {"evaluation", "qa"},
+    {"evaluation", "qa", "scale"},
     {"index"},
     {"jobs", "server"},
     {"cli"},

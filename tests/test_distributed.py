@@ -23,11 +23,12 @@ SMALL = ["dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "d
 
 def run_script(script: str, out_dir: Path, *overrides: str) -> None:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, script, *SMALL, *overrides, f"hydra.run.dir={out_dir}"], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, script, *SMALL, *overrides, f"hydra.run.dir={out_dir}"], check=False, cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_sharded_evaluation_gives_single_process_metrics(tmp_path):
     common = ["trainer.max_epochs=2", "traces=false", "compare=[iso,dense,bm25,ppr,iso_shuffled]"]
     run_script("evaluate.py", tmp_path / "one", *common)
@@ -43,6 +44,7 @@ def test_sharded_evaluation_gives_single_process_metrics(tmp_path):
     assert (tmp_path / "two" / "train_ddp_process_1.log").is_file()  # rank 1 really ran
 
 
+@pytest.mark.slow
 def test_ddp_training_validates_on_all_nodes_and_writes_once(tmp_path):
     common = ["trainer.max_epochs=2", "logger=csv", "trainer.enable_progress_bar=false"]
     run_script("train.py", tmp_path / "one", *common, "trainer=cpu")

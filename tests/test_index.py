@@ -15,7 +15,7 @@ from isorag_pyg.index import RETRIEVERS, IndexFormatError
 from isorag_pyg.index.storage import MANIFEST, _manifest_digest
 from isorag_pyg.utils import log_phi_from_ball
 
-SMALL = dict(num_entities=60, num_hubs=2, hub_size=15, num_questions=12)
+SMALL = {"num_entities": 60, "num_hubs": 2, "hub_size": 15, "num_questions": 12}
 QUESTIONS = generate_synthetic_dataset(**SMALL).questions
 F_THETA = FThetaConfig(trainer={"max_epochs": 2, "enable_progress_bar": False, "enable_model_summary": False})
 

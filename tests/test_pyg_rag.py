@@ -9,7 +9,7 @@ from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import generate_synthetic_dataset
 from isorag_pyg.index.pyg_rag import rag_components
 
-SMALL = dict(num_entities=60, num_hubs=2, hub_size=15, num_questions=8)
+SMALL = {"num_entities": 60, "num_hubs": 2, "hub_size": 15, "num_questions": 8}
 
 
 @pytest.fixture(scope="module")

@@ -73,7 +73,7 @@ def reference_iso(scores_q, index, log_phi, k, cfg, weight=None):
     return nodes_t[top.indices].tolist(), top.values
 
 
-CFG = dict(num_seeds=3, over_retrieval=2.0, max_expansion=100, beta=0.4, alpha=0.6, tau=5.0, lambda_graph=0.7, lambda_dense=0.3)
+CFG = {"num_seeds": 3, "over_retrieval": 2.0, "max_expansion": 100, "beta": 0.4, "alpha": 0.6, "tau": 5.0, "lambda_graph": 0.7, "lambda_dense": 0.3}
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -4,9 +4,10 @@ and ISO-RAG's explained trace."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from torch import Tensor
 

@@ -3,8 +3,9 @@ keyword arguments of one :class:`~isorag_pyg.index.ISORAGIndex` constructor call
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 

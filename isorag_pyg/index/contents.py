@@ -37,5 +37,5 @@ class IndexContents:
     z: Tensor | None = None
     knn_edges: Tensor | None = None
 
-    def replace(self, **changes: Any) -> "IndexContents":
+    def replace(self, **changes: Any) -> IndexContents:
         return dataclasses.replace(self, **changes)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS, load_corpus, tokenizer_counter
 from isorag_pyg.datasets.formats import RawPassage
@@ -48,7 +49,7 @@ def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int 
             raw.append(RawPassage(p.id, p.title, p.text))
             continue
         if not isinstance(p, Mapping) or not isinstance(p.get("text"), str):
-            raise ValueError(f"passage {i}: expected a Passage or a dict with a 'text' string, got {p!r:.80}")
+            raise ValueError(f"passage {i}: expected a Passage or a dict with a 'text' string, got {p!r:.80}")  # noqa: TRY004 - bad input is ValueError here
         pid = p.get("id")
         raw.append(RawPassage(None if pid is None else str(pid), str(p.get("title") or "").strip(), " ".join(p["text"].split())))
     for i, p in enumerate(raw):

@@ -8,8 +8,9 @@ name in :mod:`~isorag_pyg.index.registry`.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -102,7 +103,7 @@ class ISORAGIndex:
 
     # ----------------------------------------------------------------------------- build, save, load
     @classmethod
-    def build(cls, passages: Sequence[Passage | Mapping[str, Any]], **options: Any) -> "ISORAGIndex":
+    def build(cls, passages: Sequence[Passage | Mapping[str, Any]], **options: Any) -> ISORAGIndex:
         """Embed ``passages``, build the corpus graph, train f_θ, compute φ and (optionally) an
         approximate nearest-neighbour index; ``options`` (``encoder``, ``graph``, ``f_theta``,
         ``phi``, ``ann``, ...) are :func:`~isorag_pyg.index.build.build_index`'s."""
@@ -119,7 +120,7 @@ class ISORAGIndex:
         return save_index(directory, **self._fields())
 
     @classmethod
-    def load(cls, directory: str | Path, verify: bool = True) -> "ISORAGIndex":
+    def load(cls, directory: str | Path, verify: bool = True) -> ISORAGIndex:
         """Open a saved index (see :func:`~isorag_pyg.index.storage.load_index`: checksums unless
         ``verify`` is ``False``, tensors memory-mapped, :class:`IndexFormatError` naming the file)."""
         return cls(**load_index(directory, verify))

@@ -7,8 +7,9 @@ their own); ``dense``, ``bm25`` and ``ppr`` are the baselines.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor

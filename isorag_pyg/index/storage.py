@@ -15,21 +15,22 @@ import json
 import os
 import shutil
 import uuid
-from pathlib import Path
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 from torch_geometric.data import Data
 
-from isorag_pyg.version import __version__
 from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.passages import PassageStore, write_passages
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.utils.files import file_sha256
+from isorag_pyg.version import __version__
 
 #: The on-disk layout this version writes and the newest it reads.
 FORMAT_VERSION = 1
@@ -165,7 +166,7 @@ class StoredANN:
         """The index, checked against the passages it must cover."""
         try:
             ann = ANNIndex.load(self.path)
-        except Exception as err:  # safetensors' or FAISS's own errors
+        except Exception as err:  # noqa: BLE001 - safetensors' or FAISS's own errors
             raise IndexFormatError(self.path, f"unreadable ANN index ({err})") from None
         if (ann.kind, ann.num_passages, ann.dim) != (self.kind, num_passages, dim):
             raise IndexFormatError(self.path, f"a {ann.kind} index of {ann.num_passages} vectors of size {ann.dim}, "
@@ -281,5 +282,5 @@ def _read_files(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
 def _load_tensors(path: Path) -> dict[str, Tensor]:
     try:
         return load_file(path)
-    except Exception as err:  # safetensors' own errors: truncated header, bad offsets...
+    except Exception as err:  # noqa: BLE001 - safetensors' own errors: truncated header, bad offsets...
         raise IndexFormatError(path, f"unreadable safetensors file ({err})") from None

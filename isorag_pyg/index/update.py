@@ -15,8 +15,9 @@ Everything here is a function of an index's parts returning new ones (:func:`add
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor

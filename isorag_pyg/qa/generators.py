@@ -95,12 +95,12 @@ class OpenAIChatGenerator:
                 self.calls += 1
                 response, answer = self._complete(request)
                 if not isinstance(answer, str):
-                    raise ValueError("response has no generated text")
+                    raise TypeError("response has no generated text")
                 usage = getattr(response, "usage", None)
                 record = {"key": key, "answer": first_answer(answer, self.params.get("stop")), "prompt_tokens": getattr(usage, "prompt_tokens", None)}
                 self.cache.put(record)
                 return record
-            except Exception as err:  # noqa: BLE001 - classified below
+            except Exception as err:
                 if not self._retryable(err) or attempt == self.max_retries:
                     if isinstance(err, self._openai.APIConnectionError):
                         raise GeneratorError(f"cannot reach the generator at {self.base_url}: {err}") from err

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import faiss
 import numpy as np
@@ -81,7 +82,7 @@ class ANNIndex:
         self.set_search(self.params[SEARCH_PARAM[kind]])
 
     @classmethod
-    def build(cls, embeddings: Tensor, kind: str = "hnsw", params: Mapping[str, Any] | None = None) -> "ANNIndex":
+    def build(cls, embeddings: Tensor, kind: str = "hnsw", params: Mapping[str, Any] | None = None) -> ANNIndex:
         """Index ``embeddings`` (``[N, d]``, unit-norm) with ``kind`` = ``"hnsw"`` (``M``,
         ``ef_construction``, ``ef_search``) or ``"ivf"`` (``nlist``, ``nprobe``, and k-means
         trained on ``train_size`` rows drawn with ``seed``) (default parameters:
@@ -114,7 +115,7 @@ class ANNIndex:
             self.index.nprobe = value
         self.params[name] = value
 
-    def extended(self, embeddings: Tensor) -> "ANNIndex":
+    def extended(self, embeddings: Tensor) -> ANNIndex:
         """A copy with unit-norm rows appended (they get the next row numbers); this index, which
         retrievers built before may hold, is left as it is."""
         if embeddings.size(-1) != self.dim:
@@ -123,7 +124,7 @@ class ANNIndex:
         copy.index.add(_as_faiss(embeddings))
         return copy
 
-    def rebuilt(self, embeddings: Tensor) -> "ANNIndex":
+    def rebuilt(self, embeddings: Tensor) -> ANNIndex:
         """A new index of the same kind over ``embeddings``, with the same parameters except
         IVF's sizes that were derived from the old corpus size (derived again)."""
         params = dict(self.params)
@@ -155,12 +156,12 @@ class ANNIndex:
         return torch.from_numpy(faiss.serialize_index(self.index))
 
     @classmethod
-    def from_bytes(cls, data: Tensor, kind: str, params: Mapping[str, int]) -> "ANNIndex":
+    def from_bytes(cls, data: Tensor, kind: str, params: Mapping[str, int]) -> ANNIndex:
         """The index :meth:`to_bytes` serialised; ``ValueError`` when it is not an index of ``kind``."""
         index = faiss.deserialize_index(np.ascontiguousarray(data.numpy()))
         expected = faiss.IndexHNSWFlat if kind == "hnsw" else faiss.IndexIVFFlat
         if not isinstance(index, expected):
-            raise ValueError(f"the stored FAISS index is a {type(index).__name__}, not the {kind} index its metadata says")
+            raise ValueError(f"the stored FAISS index is a {type(index).__name__}, not the {kind} index its metadata says")  # noqa: TRY004 - a bad file, as documented
         return cls(index, kind, params)
 
     def save(self, path: str | Path) -> None:
@@ -168,11 +169,11 @@ class ANNIndex:
         save_file({"index": self.to_bytes()}, path, metadata={"kind": self.kind, "params": json.dumps(self.params)})
 
     @classmethod
-    def load(cls, path: str | Path) -> "ANNIndex":
+    def load(cls, path: str | Path) -> ANNIndex:
         """The index :meth:`save` wrote (``ValueError`` for anything else)."""
         with safe_open(path, "pt") as handle:
             metadata = handle.metadata() or {}
-            if "kind" not in metadata or "params" not in metadata or "index" not in handle.keys():
+            if "kind" not in metadata or "params" not in metadata or "index" not in handle.keys():  # noqa: SIM118 - safe_open has no `in`
                 raise ValueError("not an ANN index file (needs tensor 'index' and metadata 'kind', 'params')")
             kind, params = metadata["kind"], json.loads(metadata["params"])
             check_ann(kind, params)

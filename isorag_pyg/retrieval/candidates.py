@@ -36,7 +36,7 @@ class DenseCandidates:
     embeddings: Tensor | None = None  # [N, d] unit-norm
 
     @classmethod
-    def from_scores(cls, scores: Tensor, pool_size: int) -> "DenseCandidates":
+    def from_scores(cls, scores: Tensor, pool_size: int) -> DenseCandidates:
         """The exact candidates of a ``[Q, N]`` score matrix."""
         top = scores.topk(pool_size, dim=1)
         return cls(top.indices, top.values, full=scores)

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from isorag_pyg.knobs import ISOKnobs
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.retrieval.candidates import (
     DenseCandidates,
@@ -16,7 +17,6 @@ from isorag_pyg.retrieval.candidates import (
 )
 from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
-from isorag_pyg.knobs import ISOKnobs
 from isorag_pyg.retrieval.scoring import score_local_graphs, segment_topk
 from isorag_pyg.retrieval.types import (
     Queries,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable, Union
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -15,7 +15,7 @@ from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_ma
 
 log = logging.getLogger(__name__)
 
-PhiSource = Union[str, Callable[[Data], Tensor]]
+PhiSource = str | Callable[[Data], Tensor]
 
 
 @functional_transform("isoperimetric_filter")
@@ -102,7 +102,7 @@ class IsoperimetricFilter(BaseTransform):
             raise ValueError("phi='phi' needs a 'log_phi' or 'phi' node attribute on the data")
         if self.z_attr not in data and self.spec.needs_coordinates:
             raise ValueError(f"phi='z' with p = {self.spec.p} needs ball coordinates in data.{self.z_attr}")
-        z = data[self.z_attr] if self.z_attr in data else None
+        z = data.get(self.z_attr)
         return log_phi_from_ball(data.edge_index, z, self.spec, num_nodes=data.num_nodes)
 
     @torch.no_grad()

@@ -16,7 +16,7 @@ symmetric profile. Self-loops and duplicate edges are ignored.
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
