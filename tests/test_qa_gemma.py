@@ -188,7 +188,7 @@ def test_server_dying_mid_run_is_a_clear_error_and_keeps_the_answers(llama_serve
 @pytest.mark.llama_server
 def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemma_gguf, tmp_path):
     overrides = [arg for o in SMALL[:5] for arg in ("--override", o)]
-    cmd = [sys.executable, "benchmarks/qa.py", "--datasets", "synthetic", "--max-questions", "3", "--rows", "closed_book", "dense", "oracle",
+    cmd = [sys.executable, "-m", "benchmarks.qa", "--datasets", "synthetic", "--max-questions", "3", "--rows", "closed_book", "dense", "oracle",
            "--agreement", "1", *overrides]
     done = subprocess.run(cmd, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -208,7 +208,7 @@ def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemm
 def test_qa_benchmark_refuses_bad_arguments_before_it_starts(tmp_path, args, message):
     """A path for ``--out`` would only fail when the results are written, after the whole run;
     ``--max-questions 0`` would have run every question: both are refused at once."""
-    done = subprocess.run([sys.executable, "benchmarks/qa.py", *args], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.qa", *args], cwd=REPO,
                           env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and message in done.stderr
     assert not list(tmp_path.iterdir())

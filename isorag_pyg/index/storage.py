@@ -15,21 +15,21 @@ import json
 import os
 import shutil
 import uuid
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 from torch_geometric.data import Data
 
-from isorag_pyg.version import __version__
 from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.passages import PassageStore, write_passages
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.utils.files import file_sha256
+from isorag_pyg.version import __version__
 
 #: The on-disk layout this version writes and the newest it reads.
 FORMAT_VERSION = 1

@@ -15,15 +15,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from isorag_pyg.version import __version__
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
+from isorag_pyg.index.answers import answer_json
 from isorag_pyg.index.registry import check_retriever_name
 from isorag_pyg.retrieval.types import check_questions
-from isorag_pyg.index.answers import answer_json
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.settings import ServerSettings
-
+from isorag_pyg.version import __version__
 
 #: The counters ``GET /health`` reports (see :class:`RetrievalEngine`).
 STATS = ("requests", "questions", "batches", "encoder_calls", "retrieval_calls", "encode_seconds", "retrieval_seconds",
