@@ -1,6 +1,6 @@
 """Collect an ablation multirun (``evaluate.py -m hparams_search=ablation_grid``) into one CSV and a plot.
 
-    python benchmarks/aggregate_ablation.py multirun/eval/musique/<time> [--out DIR]
+    python -m benchmarks.aggregate_ablation multirun/eval/musique/<time> [--out DIR]
 
 Writes ablation.csv (one row per job) and ablation.png (recall@5, precision@5 and the share of
 removed edges against β, one line per φ mode, one column per over-retrieval factor X).

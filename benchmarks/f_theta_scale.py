@@ -1,6 +1,6 @@
 """Offline cost of f_θ against corpus size: setup, one training epoch and peak memory.
 
-    python benchmarks/f_theta_scale.py [--nodes 10000 100000 1000000] [--m 5] [--dim 384] [--epochs 1]
+    python -m benchmarks.f_theta_scale [--nodes 10000 100000 1000000] [--m 5] [--dim 384] [--epochs 1]
 
 Each size runs in a fresh subprocess (peak RSS is that size's own) on a Barabási-Albert graph
 with ``m`` edges per new node (1M nodes, m=5: 5M undirected edges) and random unit features of
@@ -28,11 +28,11 @@ def one(n: int, m: int, dim: int, epochs: int) -> dict:
     import igraph as ig
     import lightning as L
     import torch
-    from _common import CONF
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
     from torch_geometric.data import Data
 
+    from benchmarks.common import CONF
     from isorag_pyg.training.datamodule import GraphTripletDataModule
     from isorag_pyg.training.module import HyperbolicEmbeddingModule
 
@@ -87,16 +87,15 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     if args.child:
         print(json.dumps(one(args.nodes[0], args.m, args.dim, args.epochs)))
         return
-    from _common import RESULTS, write_json
+    from benchmarks.common import REPO, RESULTS, write_json  # not in the measured children
 
     rows = []
     for n in args.nodes:
-        cmd = [sys.executable, __file__, "--child", "--nodes", str(n), "--m", str(args.m), "--dim", str(args.dim), "--epochs", str(args.epochs)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        cmd = [sys.executable, "-m", "benchmarks.f_theta_scale", "--child", "--nodes", str(n), "--m", str(args.m), "--dim", str(args.dim), "--epochs", str(args.epochs)]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
         row = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"{n:>9} nodes {row['undirected_edges']:>9} edges: setup {row['setup_seconds']:7.1f} s, epoch {row['seconds_per_epoch']:7.1f} s "

@@ -1,7 +1,7 @@
 """What an index costs: build, save, open and query it, on the 2Wiki corpus and a generated
 million-passage corpus, each figure measured in this run.
 
-    python benchmarks/index_scale.py [--passages 1000000] [--repeats 5]
+    python -m benchmarks.index_scale [--passages 1000000] [--repeats 5]
 
 * 2Wiki (6,119 passages, title-mention graph, f_θ 30 epochs): ``ISORAGIndex.build`` from cached
   embeddings (the first run embeds the corpus and fills the cache; that run is not timed), split
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, eval_config, write_json
+from benchmarks.common import REPO, eval_config, write_json
 
 OPEN_SCRIPT = """
 import json, re, sys, time

@@ -3,8 +3,8 @@ real server: passages/s, requests, unparseable answers, entities and triples per
 the share of entities found verbatim in their passage (a model that copies names from the text
 scores high; one that invents them, low).
 
-    python benchmarks/openie.py                          # first 50 passages of the 2Wiki corpus; ~10 min on 2 cores
-    python benchmarks/openie.py --passages 20 --threads 2
+    python -m benchmarks.openie                          # first 50 passages of the 2Wiki corpus; ~10 min on 2 cores
+    python -m benchmarks.openie --passages 20 --threads 2
 
 Every answer is fetched fresh (a new cache folder each run). Writes benchmarks/results/openie.json.
 """
@@ -16,8 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import DATA_DIR, results_name, write_json
-
+from benchmarks.common import DATA_DIR, results_name, write_json
 from isorag_pyg.datasets.formats import read_corpus
 from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.qa.openie import OpenIEExtractor

@@ -1,8 +1,8 @@
 """Question answering with a real reader: the packaged Gemma 3 270M (base, Q4_K_M GGUF) behind
 llama-cpp-python's OpenAI-compatible server, queried by the project's OpenAI client.
 
-    python benchmarks/qa.py                                   # dev: 100 questions per dataset, 5 rows, agreement sample
-    python benchmarks/qa.py --split train --rows dense oracle --templates fewshot fewshot+passage_order=reversed   # prompt tuning
+    python -m benchmarks.qa                                   # dev: 100 questions per dataset, 5 rows, agreement sample
+    python -m benchmarks.qa --split train --rows dense oracle --templates fewshot fewshot+passage_order=reversed   # prompt tuning
 
 Rows, the same questions in each: the reader given no passages (``closed_book``), flat dense
 top-5 (``dense``), ISO-RAG top-5 (``iso``), global PPR top-5 (``ppr``), and the gold passages
@@ -30,9 +30,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from _common import add_override_argument, eval_config, results_name, retriever_config, write_json
 from omegaconf import OmegaConf
 
+from benchmarks.common import add_override_argument, eval_config, make_retriever, results_name, retriever_config, write_json
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.jobs.evaluate import prepare_evaluation
 from isorag_pyg.qa import OpenAIChatGenerator, PromptTemplate, TransformersGenerator, answer_questions, normalize_answer
@@ -56,7 +56,7 @@ def rankings(dataset: str, rows: list[str], k: int, split: str, max_questions: i
         elif row == "oracle":
             out[row] = [[passages[passages.row_of(g)] for g in q.gold_ids] for q in questions]
         else:
-            result = inputs.retriever(retriever_config(row)).retrieve(inputs.queries, k)
+            result = make_retriever(inputs, retriever_config(row)).retrieve(inputs.queries, k)
             out[row] = [[passages[i] for i in ranked] for ranked in result.indices.tolist()]
     return questions, out
 

@@ -1,8 +1,8 @@
 """Passage encoding on Ray Data beside one process, on the same passages: wall seconds,
 passages/s, and the largest difference between the two sets of embeddings.
 
-    python benchmarks/ray_encode.py                                   # 2,000 2Wiki passages, 2 workers on this machine
-    python benchmarks/ray_encode.py --passages 20000 --address auto --workers 8 --cpus-per-worker 4   # on a running cluster
+    python -m benchmarks.ray_encode                                   # 2,000 2Wiki passages, 2 workers on this machine
+    python -m benchmarks.ray_encode --passages 20000 --address auto --workers 8 --cpus-per-worker 4   # on a running cluster
 
 One process: :class:`SentenceEncoder` with torch's threads (one per core). Ray: a
 :class:`RayEncoder` with ``--workers`` actors of ``--cpus-per-worker`` CPUs each, on the cluster at
@@ -17,8 +17,8 @@ import json
 import time
 
 import torch
-from _common import DATA_DIR, results_name, write_json
 
+from benchmarks.common import DATA_DIR, results_name, write_json
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.encoders import SentenceEncoder
 from isorag_pyg.scale import RayEncoder

@@ -2,8 +2,8 @@
 prompts: llama.cpp's prompt and generation tokens/s, wall seconds per question, and whether the
 greedy answers equal those of the first configuration (today's settings before tuning).
 
-    python benchmarks/reader_speed.py                                    # 20 training questions of HotpotQA
-    python benchmarks/reader_speed.py --configs legacy default threads=1 n_batch=1024,n_ubatch=1024
+    python -m benchmarks.reader_speed                                    # 20 training questions of HotpotQA
+    python -m benchmarks.reader_speed --configs legacy default threads=1 n_batch=1024,n_ubatch=1024
 
 A configuration is ``legacy`` (:data:`~isorag_pyg.qa.server.LEGACY_SETTINGS`: one thread, logits
 of every prompt token, llama-cpp-python's batch sizes), ``default`` (:class:`ReaderSettings`()),
@@ -29,9 +29,9 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from _common import eval_config, results_name, write_json
 from qa import Spread, template, throughput
 
+from benchmarks.common import eval_config, results_name, write_json
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.jobs.config import split_datasets
 from isorag_pyg.qa import OpenAIChatGenerator

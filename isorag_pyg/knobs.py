@@ -1,9 +1,8 @@
 r"""Every tunable default in one place: frozen dataclasses for φ's recipe and each retriever.
 
-Retrievers take them, an index stores the ones a user set (:meth:`ISORAGIndex.set_knobs`), the
-``conf/retriever`` YAML files and the docs' tables are checked against them by one test
-(``tests/test_config_defaults.py``). This module imports nothing from the package: every other
-layer may read it.
+Retrievers take them, an index stores the ones a user set (:meth:`ISORAGIndex.set_knobs`); the ``retriever`` configs, the
+docs' knob table and the command's help are checked against them by one test. This module
+imports nothing from the package: every other layer may read it.
 
 ``alpha`` is the probability of **following an edge** at each step of personalized PageRank
 (the damping factor of the PageRank paper and of :func:`~isorag_pyg.utils.ppr.personalized_pagerank`).

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.jobs.evaluate import sharded_timing
-from isorag_pyg.retrieval import DenseRetriever, GraphIndex, Queries
+from isorag_pyg.retrieval import DenseRetriever, Queries, RetrievalGraph
 from isorag_pyg.utils.device import device_of
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def test_ddp_training_validates_on_all_nodes_and_writes_once(tmp_path):
 
 def test_fewer_questions_than_ranks_runs_in_one_process(caplog):
     x = torch.nn.functional.normalize(torch.randn(8, 4), dim=-1)
-    retriever = DenseRetriever(GraphIndex(torch.empty(2, 0, dtype=torch.long), x))
+    retriever = DenseRetriever(RetrievalGraph(torch.empty(2, 0, dtype=torch.long), x))
     queries = Queries(["q"], x[:1])
     timed = sharded_timing(OmegaConf.create({"devices": 2, "accelerator": "cpu", "strategy": "ddp"}))
     result, seconds = timed(retriever, queries, 3)

@@ -194,7 +194,7 @@ def test_openie_with_the_packaged_gemma_behind_the_real_server(llama_server_inst
 @pytest.mark.slow
 @pytest.mark.llama_server
 def test_openie_benchmark_script_on_two_passages(llama_server_installed, gemma_gguf, shared_data, tmp_path):
-    done = subprocess.run([sys.executable, "benchmarks/openie.py", "--passages", "2", "--max-tokens", "64"], check=False, cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.openie", "--passages", "2", "--max-tokens", "64"], check=False, cwd=REPO,
                           env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)},
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -199,7 +199,7 @@ def test_server_dying_mid_run_is_a_clear_error_and_keeps_the_answers(llama_serve
 @pytest.mark.llama_server
 def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemma_gguf, tmp_path):
     overrides = [arg for o in SMALL[:5] for arg in ("--override", o)]
-    cmd = [sys.executable, "benchmarks/qa.py", "--datasets", "synthetic", "--max-questions", "3", "--rows", "closed_book", "dense", "oracle",
+    cmd = [sys.executable, "-m", "benchmarks.qa", "--datasets", "synthetic", "--max-questions", "3", "--rows", "closed_book", "dense", "oracle",
            "--agreement", "1", *overrides]
     done = subprocess.run(cmd, check=False, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -222,7 +222,7 @@ def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemm
 def test_qa_benchmark_refuses_bad_arguments_before_it_starts(tmp_path, args, message):
     """A path for ``--out`` would only fail when the results are written, after the whole run;
     ``--max-questions 0`` would have run every question: both are refused at once."""
-    done = subprocess.run([sys.executable, "benchmarks/qa.py", *args], check=False, cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.qa", *args], check=False, cwd=REPO,
                           env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and message in done.stderr
     assert not list(tmp_path.iterdir())
@@ -232,7 +232,7 @@ def test_qa_benchmark_refuses_bad_arguments_before_it_starts(tmp_path, args, mes
 @pytest.mark.llama_server
 @pytest.mark.shared_data
 def test_reader_speed_benchmark_compares_settings_on_the_same_prompts(llama_server_installed, gemma_gguf, shared_data, tmp_path):
-    cmd = [sys.executable, "benchmarks/reader_speed.py", "--questions", "2", "--configs", "legacy", "threads=1"]
+    cmd = [sys.executable, "-m", "benchmarks.reader_speed", "--questions", "2", "--configs", "legacy", "threads=1"]
     env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)}
     done = subprocess.run(cmd, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]

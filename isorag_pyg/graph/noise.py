@@ -1,6 +1,6 @@
 """Seeded, label-free noise for a passage graph: hub shortcuts and random shortcut edges.
 
-Used to measure how retrieval degrades when the graph is noisy (``benchmarks/noise.py``). The
+Used to measure how retrieval degrades when the graph is noisy (the noise benchmark). The
 noise depends only on the number of passages, the clean edge count and the seed, never on
 questions or gold labels.
 """

@@ -29,7 +29,7 @@ from isorag_pyg.index.storage import StoredANN, ann_info, index_manifest, load_i
 from isorag_pyg.index.update import Updatable, UpdateReport, added, removed
 from isorag_pyg.knobs import Knobs, PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
-from isorag_pyg.retrieval import ANNIndex, GraphIndex, Queries, Retriever
+from isorag_pyg.retrieval import ANNIndex, Queries, RetrievalGraph, Retriever
 from isorag_pyg.retrieval.ann import check_ann
 from isorag_pyg.retrieval.types import check_questions
 from isorag_pyg.training.config import FThetaConfig
@@ -76,7 +76,7 @@ class ISORAGIndex:
         self._drop_caches()
 
     def _drop_caches(self) -> None:
-        self._graph_index: dict[torch.device, GraphIndex] = {}
+        self._retrieval_graphs: dict[torch.device, RetrievalGraph] = {}
         self._phi_variants: dict[PhiSpec, Tensor] = {self.phi: self.contents.log_phi}
         self._retrievers: dict[tuple[str, Knobs], Retriever] = {}
 
@@ -212,13 +212,13 @@ class ISORAGIndex:
                              "(fingerprint mismatch): rebuild the index, or set index.encoder to a matching SentenceEncoder")
 
     # ----------------------------------------------------------------------------- retrieval
-    def graph_index(self, device: str | torch.device = "auto") -> GraphIndex:
+    def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph:
         """The corpus graph prepared for retrieval on ``device`` (built once per device)."""
         device = device_of(device)
-        if device not in self._graph_index:
-            self._graph_index[device] = GraphIndex(self.graph.edge_index, self.embeddings, device, normalized=True,
+        if device not in self._retrieval_graphs:
+            self._retrieval_graphs[device] = RetrievalGraph(self.graph.edge_index, self.embeddings, device, normalized=True,
                                                    edge_weight=self.graph.edge_weight)
-        return self._graph_index[device]
+        return self._retrieval_graphs[device]
 
     def retriever(self, name: str = "iso", device: str | torch.device = "auto", **knobs: Any) -> Retriever:
         """A retriever over this index by name (:data:`~isorag_pyg.index.registry.RETRIEVERS`):

@@ -40,7 +40,7 @@ class ISORAGFeatureStore:
     """
 
     def __init__(self, index: ISORAGIndex, retriever: ISORetriever, k: int = 5):
-        self.index, self.retriever = index, retriever
+        self.graph, self.retriever = index, retriever
         self._config: dict[str, Any] = {}
         self.config = {"k": k}
         self.last_candidates: DenseCandidates | None = None
@@ -61,9 +61,9 @@ class ISORAGFeatureStore:
     def retrieve_seed_nodes(self, query: str, **kwargs: Any) -> tuple[Tensor, Tensor]:
         """The dense pool of ``query`` (corpus rows, best first: the first ``num_seeds`` are the
         seeds) and the query's embedding."""
-        queries = self.index.encode_questions([query])
+        queries = self.graph.encode_questions([query])
         _, pool, _ = self.retriever.sizes(self.config["k"])
-        self.last_candidates = dense_candidates(self.retriever.index, queries.embeddings, pool, self.retriever.ann)
+        self.last_candidates = dense_candidates(self.retriever.graph, queries.embeddings, pool, self.retriever.ann)
         return self.last_candidates.pool[0], queries.embeddings[0]
 
     def retrieve_seed_edges(self, query: str, **kwargs: Any) -> Tensor:
@@ -76,8 +76,8 @@ class ISORAGFeatureStore:
         ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds) and, when
         the retriever walks edge weights, ``edge_weight``."""
         node = sample.node
-        passages = [self.index.passages[i] for i in node.tolist()]
-        graph = self.retriever.index
+        passages = [self.graph.passages[i] for i in node.tolist()]
+        graph = self.retriever.graph
         local = node.to(graph.device)
         dense = self.last_candidates.score(torch.zeros_like(local), local).cpu()
         data = Data(
@@ -99,7 +99,7 @@ class ISORAGGraphStore:
 
     def __init__(self, retriever: ISORetriever):
         self.retriever = retriever
-        self._edge_index = retriever.index.edge_index
+        self._edge_index = retriever.graph.edge_index
         self.feature_store: ISORAGFeatureStore | None = None
         self._config: dict[str, Any] = {}
 
@@ -136,7 +136,7 @@ class ISORAGGraphStore:
         if not torch.equal(local.node[local.seed_pos[0]].cpu(), seed_nodes[:m].cpu()):
             raise ValueError("seed_nodes are not the feature store's pool for its last query")
         # local edges come as (upward edges, their reverses), both halves over the same slots
-        edge = r.index.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])
+        edge = r.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])
         return SamplerOutput(node=local.node, row=local.edge_index[0], col=local.edge_index[1], edge=edge,
                              metadata={"seed_index": local.seed_pos[0]})
 
@@ -148,7 +148,7 @@ class ISOSubgraphFilter:
 
     def __init__(self, retriever: ISORetriever):
         self.retriever = retriever
-        self.transform = IsoperimetricFilter(beta=retriever.knobs.beta, phi="phi")
+        self.transform = IsoperimetricFilter(beta=retriever.knobs.beta, phi_source="phi")
 
     def __call__(self, data: Data, query: Any = None) -> Data:
         data = self.transform(data)  # data.log_phi is the retriever's φ, ablation included

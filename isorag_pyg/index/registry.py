@@ -21,8 +21,8 @@ from isorag_pyg.retrieval import (
     BM25Retriever,
     DenseRetriever,
     GlobalPPRRetriever,
-    GraphIndex,
     ISORetriever,
+    RetrievalGraph,
     Retriever,
 )
 
@@ -35,7 +35,7 @@ class RetrieverSource(Protocol):
     log_phi: Tensor
     ann: ANNIndex | None
 
-    def graph_index(self, device: str | torch.device = "auto") -> GraphIndex: ...
+    def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph: ...
 
     def log_phi_for(self, spec: PhiSpec) -> Tensor: ...
 
@@ -45,15 +45,15 @@ Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"
 
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
     log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
-    return ISORetriever(source.graph_index(device), log_phi, knobs, ann=source.ann)
+    return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann)
 
 
 def _dense(source: RetrieverSource, knobs: DenseKnobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:
-    return DenseRetriever(source.graph_index(device), knobs, ann=source.ann)
+    return DenseRetriever(source.retrieval_graph(device), knobs, ann=source.ann)
 
 
 def _ppr(source: RetrieverSource, knobs: PPRKnobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:
-    return GlobalPPRRetriever(source.graph_index(device), knobs)
+    return GlobalPPRRetriever(source.retrieval_graph(device), knobs)
 
 
 def _bm25(source: RetrieverSource, knobs: BM25Knobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:

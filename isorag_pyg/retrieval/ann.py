@@ -22,7 +22,7 @@ from torch import Tensor
 #: ``ann`` choices: the exact scan (no FAISS index) or one of FAISS's approximate indexes.
 ANN_KINDS = ("exact", "hnsw", "ivf")
 #: Parameters per kind and their defaults (``None``: derived from the corpus size at build time,
-#: see :func:`resolve_params`), chosen with ``benchmarks/ann.py`` to keep the recall of ISO-RAG's
+#: see :func:`resolve_params`), chosen with the ANN benchmark to keep the recall of ISO-RAG's
 #: dense pool (top 50) at or above 0.99 on 2Wiki and on generated corpora of up to 1M passages:
 #: HNSW needs ``ef_construction`` 200 (80 left it at 0.93 at 1M), IVF ``nprobe`` 128 (2Wiki's
 #: real embeddings spread a query's neighbours over many lists: 32 of 313 found 0.89).
@@ -78,7 +78,7 @@ class ANNIndex:
     def __init__(self, index: faiss.Index, kind: str, params: Mapping[str, int]):
         if index.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise ValueError("the FAISS index must use the inner-product metric")
-        self.index, self.kind, self.params = index, kind, dict(params)
+        self.faiss_index, self.kind, self.params = index, kind, dict(params)
         self.set_search(self.params[SEARCH_PARAM[kind]])
 
     @classmethod
@@ -109,10 +109,10 @@ class ANNIndex:
         name = SEARCH_PARAM[self.kind]
         check_ann(self.kind, {name: value})
         if self.kind == "hnsw":
-            self.index.hnsw.efSearch = value
+            self.faiss_index.hnsw.efSearch = value
         else:
             value = min(value, self.params["nlist"])
-            self.index.nprobe = value
+            self.faiss_index.nprobe = value
         self.params[name] = value
 
     def extended(self, embeddings: Tensor) -> ANNIndex:
@@ -120,8 +120,8 @@ class ANNIndex:
         retrievers built before may hold, is left as it is."""
         if embeddings.size(-1) != self.dim:
             raise ValueError(f"embeddings have size {embeddings.size(-1)}, the ANN index {self.dim}")
-        copy = ANNIndex(faiss.clone_index(self.index), self.kind, self.params)
-        copy.index.add(_as_faiss(embeddings))
+        copy = ANNIndex(faiss.clone_index(self.faiss_index), self.kind, self.params)
+        copy.faiss_index.add(_as_faiss(embeddings))
         return copy
 
     def rebuilt(self, embeddings: Tensor) -> ANNIndex:
@@ -139,21 +139,21 @@ class ANNIndex:
 
     @property
     def num_passages(self) -> int:
-        return int(self.index.ntotal)
+        return int(self.faiss_index.ntotal)
 
     @property
     def dim(self) -> int:
-        return int(self.index.d)
+        return int(self.faiss_index.d)
 
     def search(self, queries: Tensor, k: int) -> Tensor:
         """The approximate top ``k`` rows of every unit-norm query, ``[Q, k]`` int64 on the CPU,
         best first; ``-1`` where the index found fewer than ``k`` passages."""
-        _, rows = self.index.search(_as_faiss(queries), k)
+        _, rows = self.faiss_index.search(_as_faiss(queries), k)
         return torch.from_numpy(rows)
 
     def to_bytes(self) -> Tensor:
         """The serialised FAISS index as a ``uint8`` tensor."""
-        return torch.from_numpy(faiss.serialize_index(self.index))
+        return torch.from_numpy(faiss.serialize_index(self.faiss_index))
 
     @classmethod
     def from_bytes(cls, data: Tensor, kind: str, params: Mapping[str, int]) -> ANNIndex:

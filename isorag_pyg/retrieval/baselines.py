@@ -14,7 +14,7 @@ from isorag_pyg.retrieval.candidates import (
     check_ann_index,
     dense_candidates,
 )
-from isorag_pyg.retrieval.graph_index import GraphIndex
+from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
 from isorag_pyg.retrieval.scoring import query_chunk_size, row_minmax, teleport_weights
 from isorag_pyg.retrieval.types import (
     Queries,
@@ -32,19 +32,19 @@ class DenseRetriever:
 
     name = "dense"
 
-    def __init__(self, index: GraphIndex, knobs: DenseKnobs = DenseKnobs(), ann: ANNIndex | None = None, **changes: Any):
-        check_ann_index(ann, index)
-        self.index, self.knobs, self.ann = index, knobs.replace(**changes), ann
+    def __init__(self, graph: RetrievalGraph, knobs: DenseKnobs = DenseKnobs(), ann: ANNIndex | None = None, **changes: Any):
+        check_ann_index(ann, graph)
+        self.graph, self.knobs, self.ann = graph, knobs.replace(**changes), ann
 
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
-        k = check_k(k, self.index.num_nodes)
+        k = check_k(k, self.graph.num_nodes)
 
         def run(part: Queries) -> RetrievalResult:
-            top = dense_candidates(self.index, part.embeddings, k, self.ann)
+            top = dense_candidates(self.graph, part.embeddings, k, self.ann)
             return RetrievalResult.ranked(top.pool, top.pool_scores, {"queries": float(len(part))}, trace)
 
-        return retrieve_in_chunks(queries, candidate_chunk(self.index, self.ann, self.knobs.query_chunk), run)
+        return retrieve_in_chunks(queries, candidate_chunk(self.graph, self.ann, self.knobs.query_chunk), run)
 
 
 class BM25Retriever:
@@ -82,29 +82,29 @@ class GlobalPPRRetriever:
     ``num_seeds`` by cosine, ``softmax(tau * s)``); passages are ranked by
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` (default: PPR alone, ties
     broken by dense score). The queries of a chunk are the columns of one ``[N, chunk]`` iterate.
-    With ``edge_weights`` the walk follows edges in proportion to the index's edge weights.
+    With ``edge_weights`` the walk follows edges in proportion to the graph's edge weights.
     Knobs: :class:`~isorag_pyg.knobs.PPRKnobs`, changed by keyword arguments.
     """
 
     name = "ppr"
 
-    def __init__(self, index: GraphIndex, knobs: PPRKnobs = PPRKnobs(), **changes: Any):
-        self.index, self.knobs = index, knobs.replace(**changes)
-        self.edge_weight = index.require_edge_weight() if self.knobs.edge_weights else None
+    def __init__(self, graph: RetrievalGraph, knobs: PPRKnobs = PPRKnobs(), **changes: Any):
+        self.graph, self.knobs = graph, knobs.replace(**changes)
+        self.edge_weight = graph.require_edge_weight() if self.knobs.edge_weights else None
 
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
-        n = self.index.num_nodes
+        n = self.graph.num_nodes
         k = check_k(k, n)
 
         def run(part: Queries) -> RetrievalResult:
-            scores = self.index.scores(part.embeddings)
+            scores = self.graph.scores(part.embeddings)
             knobs = self.knobs
             seeds = scores.topk(min(knobs.num_seeds, n), dim=1)
             teleport = torch.zeros(n, scores.size(0), device=scores.device)
             columns = torch.arange(scores.size(0), device=scores.device).unsqueeze(1).expand_as(seeds.indices)
             teleport[seeds.indices, columns] = teleport_weights(seeds.values, knobs.tau)
-            ppr = personalized_pagerank(self.index.edge_index, teleport, knobs.alpha, tol=knobs.tol, max_iter=knobs.max_iter,
+            ppr = personalized_pagerank(self.graph.edge_index, teleport, knobs.alpha, tol=knobs.tol, max_iter=knobs.max_iter,
                                         edge_weight=self.edge_weight)
             dense = row_minmax(scores)
             # the 1e-6 dense term breaks ties (e.g. unreachable passages) by the dense order

@@ -15,8 +15,8 @@ from isorag_pyg.retrieval.candidates import (
     check_ann_index,
     dense_candidates,
 )
-from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
+from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
 from isorag_pyg.retrieval.scoring import score_local_graphs, segment_topk
 from isorag_pyg.retrieval.types import (
     Queries,
@@ -49,49 +49,49 @@ class ISORetriever:
     change single ones).
 
     Args:
-        index: the corpus graph and passage embeddings, prepared for retrieval.
+        graph: the corpus graph and passage embeddings, prepared for retrieval.
         log_phi: ``[N]`` precomputed log isoperimetric profile of every passage
             (:func:`~isorag_pyg.utils.log_phi_from_ball`).
         knobs: the knobs (default: :class:`~isorag_pyg.knobs.ISOKnobs`'s).
-        ann: an approximate nearest-neighbour index over ``index``'s embeddings for the pool and
+        ann: an approximate nearest-neighbour index over ``graph``'s embeddings for the pool and
             seeds (default: ``None``, the exact scan).
         **changes: knobs changed from ``knobs`` (e.g. ``beta=0.1``).
     """
 
     name = "iso"
 
-    def __init__(self, index: GraphIndex, log_phi: Tensor, knobs: ISOKnobs = ISOKnobs(), ann: ANNIndex | None = None, **changes: Any):
+    def __init__(self, graph: RetrievalGraph, log_phi: Tensor, knobs: ISOKnobs = ISOKnobs(), ann: ANNIndex | None = None, **changes: Any):
         self.knobs = knobs = knobs.replace(**changes)
-        self.index = index
-        if log_phi.numel() != index.num_nodes:
-            raise ValueError(f"log_phi has {log_phi.numel()} values for {index.num_nodes} passages")
-        self.log_phi = ablate_log_phi(log_phi.to(index.device), knobs.phi_mode, knobs.seed)
-        self.up_edge_weight = index.require_edge_weight()[index.up_edge_id] if knobs.edge_weights else None
+        self.graph = graph
+        if log_phi.numel() != graph.num_nodes:
+            raise ValueError(f"log_phi has {log_phi.numel()} values for {graph.num_nodes} passages")
+        self.log_phi = ablate_log_phi(log_phi.to(graph.device), knobs.phi_mode, knobs.seed)
+        self.up_edge_weight = graph.require_edge_weight()[graph.up_edge_id] if knobs.edge_weights else None
         # φ is per node, so whether an edge survives the filter does not depend on the query:
         # decide it once for every corpus edge, then look it up for each local subgraph
-        self.edge_keep = isoperimetric_keep_mask(self.index.up_edge_index, self.log_phi, knobs.beta)
-        check_ann_index(ann, index)
+        self.edge_keep = isoperimetric_keep_mask(self.graph.up_edge_index, self.log_phi, knobs.beta)
+        check_ann_index(ann, graph)
         self.ann = ann
 
     def sizes(self, k: int) -> tuple[int, int, int]:
         """(k, pool size L, seeds m), clipped to the corpus."""
-        n = self.index.num_nodes
+        n = self.graph.num_nodes
         k = check_k(k, n)
         pool = min(n, max(k, math.ceil(self.knobs.over_retrieval * k)))
         return k, pool, min(self.knobs.num_seeds, pool)
 
     def local_graphs(self, candidates: DenseCandidates, num_seeds: int) -> LocalGraphBatch:
         """The local candidate graphs around ``candidates`` (the pool and the seeds' neighbourhood)."""
-        return build_local_graphs(candidates, self.index, num_seeds, self.knobs.hops, self.knobs.max_expansion)
+        return build_local_graphs(candidates, self.graph, num_seeds, self.knobs.hops, self.knobs.max_expansion)
 
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
-        chunk = candidate_chunk(self.index, self.ann, self.knobs.query_chunk)
+        chunk = candidate_chunk(self.graph, self.ann, self.knobs.query_chunk)
         return retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, k, trace))
 
     def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
         k, pool, m = self.sizes(k)
-        candidates = dense_candidates(self.index, queries.embeddings, pool, self.ann)
+        candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
         local = self.local_graphs(candidates, m)
         keep = self.edge_keep[local.edge_slot]
         weight = None if self.up_edge_weight is None else self.up_edge_weight[local.edge_slot[keep]]

@@ -1,5 +1,5 @@
 """The retrieval server: ``isorag serve INDEX_DIR`` (FastAPI + uvicorn) with dynamic
-micro-batching. See ``docs/server.md``.
+micro-batching.
 
 * :class:`ServerSettings`: batching knobs and request limits;
 * :class:`RetrievalEngine`: answers a batch of requests with one encoder call and one

@@ -219,34 +219,3 @@ def isoperimetric_keep_mask(edge_index: Tensor, log_phi: Tensor, beta: float) ->
     check_beta(beta)
     a, b = log_phi[edge_index[0]], log_phi[edge_index[1]]
     return (a == b) | ((a - b).abs() <= -math.log(beta))
-
-
-def beta_rule(edge_index: torch.Tensor, log_phi: torch.Tensor) -> dict[str, float]:
-    """β from the graph alone, for corpora without questions: Otsu's threshold on the edges'
-    profile gaps ``|log φ_u - log φ_v|``.
-
-    Otsu's method splits the gaps into two classes with the largest between-class variance. Where
-    hubs or shortcuts join nodes of very different profile, the large gaps form a class of their
-    own and the threshold falls between the two; β is the ratio at that threshold, so the filter
-    removes the large-gap class. ``separation`` (between-class over total variance, in [0, 1])
-    says how clearly the gaps split. β is clipped to [0.01, 0.6], the range tuned on the training
-    questions. Two equal profiles (also two zero ones) have gap 0, as in the filter.
-    """
-    src, dst = edge_index[:, edge_index[0] < edge_index[1]]
-    a, b = log_phi[src].double(), log_phi[dst].double()
-    gap = torch.where(a == b, torch.zeros_like(a), (a - b).abs())
-    if gap.numel() < 2 or not bool((gap > 0).any()):
-        return {"beta": 0.01, "threshold": 0.0, "separation": 0.0}
-    finite = gap[torch.isfinite(gap)]
-    gap = gap.nan_to_num(posinf=float(finite.max()) + 1.0).sort().values  # an empty shell (φ = 0, floor 0): the largest gap
-    m = gap.numel()
-    split = torch.arange(1, m, dtype=torch.float64)  # the first `split` gaps form the lower class
-    below = gap.cumsum(0)[:-1]
-    mean_low, mean_high = below / split, (gap.sum() - below) / (m - split)
-    between = (split / m) * (1 - split / m) * (mean_low - mean_high) ** 2
-    between[gap[1:] == gap[:-1]] = -1.0  # split only between distinct values
-    best = int(between.argmax())
-    threshold = float(gap[best] + gap[best + 1]) / 2
-    total = float(gap.var(unbiased=False))
-    beta = min(max(math.exp(-threshold), 0.01), 0.6)
-    return {"beta": beta, "threshold": threshold, "separation": float(between[best]) / total if total > 0 else 0.0}

@@ -9,7 +9,7 @@ from isorag_pyg.utils.csr import rowptr_from_sorted_rows
 from isorag_pyg.utils.isoperimetric import clean_edge_index
 
 
-class GraphIndex:
+class RetrievalGraph:
     """Undirected, self-loop-free, coalesced graph in CSR form plus normalised embeddings.
 
     Besides the full CSR (``rowptr``, ``col``) it keeps every undirected edge once, stored at the
