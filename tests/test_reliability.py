@@ -53,7 +53,7 @@ def build(records: list[dict[str, str]]) -> ISORAGIndex:
 
 def isorag(*args: str, **kwargs) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ISORAG_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "isorag_pyg.cli", *args], capture_output=True, text=True, env=env, timeout=600, **kwargs)
+    return subprocess.run([sys.executable, "-m", "isorag_pyg.cli", *args], check=False, capture_output=True, text=True, env=env, timeout=600, **kwargs)
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -171,7 +171,7 @@ def test_readers_racing_a_writer_always_see_one_version(tmp_path):
         from isorag_pyg.index import ISORAGIndex
         for i in range(60):
             ISORAGIndex.load({str(tmp_path)!r} + f"/v{{i % 2}}").save({str(target)!r})
-        """)], capture_output=True, text=True, timeout=600)
+        """)], check=False, capture_output=True, text=True, timeout=600)
     (tmp_path / "flag").write_text("done")
     out, err = reader.communicate(timeout=600)
     assert writer.returncode == 0, writer.stderr[-2000:]
@@ -183,7 +183,7 @@ def test_readers_racing_a_writer_always_see_one_version(tmp_path):
 
 
 def test_debris_of_dead_writers_is_removed_and_live_ones_kept(copy):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True, text=True).stdout.strip()
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         debris = copy.parent / f".{copy.name}.tmp-{dead}-0123abcd"
@@ -546,11 +546,11 @@ def test_slow_clients_are_cut_off_and_connections_are_bounded(copy, tmp_path):
 
 @pytest.mark.slow
 def test_soak_smoke_run(tmp_path):
-    """benchmarks/soak.py in seconds: clients, adds by another process, reloads; nothing failed, wrong or lost."""
+    """benchmarks.soak in seconds: clients, adds by another process, reloads; nothing failed, wrong or lost."""
     env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}
-    done = subprocess.run([sys.executable, "benchmarks/soak.py", "--corpus", "synthetic", "--limit", "200", "--duration", "30",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.soak", "--corpus", "synthetic", "--limit", "200", "--duration", "30",
                            "--clients", "4", "--add-every", "8", "--add-fraction", "0.02", "--window", "4", "--warm-up", "4",
-                           "--plot", str(tmp_path / "soak.png")], capture_output=True, text=True, timeout=900, env=env,
+                           "--plot", str(tmp_path / "soak.png")], check=False, capture_output=True, text=True, timeout=900, env=env,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "soak.json").read_text())

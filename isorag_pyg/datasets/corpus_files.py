@@ -10,9 +10,10 @@ import csv
 import io
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from isorag_pyg.datasets.errors import DatasetFormatError
 from isorag_pyg.datasets.formats import (

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Union
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -20,7 +21,7 @@ LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
 BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "noise")
 
 #: A builder's output: directed pairs, or pairs and their weights (a weighted builder).
-BuilderEdges = Union[Tensor, tuple[Tensor, Tensor]]
+BuilderEdges = Tensor | tuple[Tensor, Tensor]
 
 
 class GraphEdges(dict):

@@ -10,7 +10,7 @@ largest numeric id they hold.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def next_number(ids: Iterable[str], at_least: int = 0) -> int:

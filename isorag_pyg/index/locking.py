@@ -21,8 +21,10 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+
+from isorag_pyg.index.layout import MANIFEST
 
 #: Seconds a writer waits for another one to finish before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 600.0
@@ -148,8 +150,6 @@ def remove_debris(directory: str | Path) -> list[Path]:
 def read_generation(directory: str | Path) -> int:
     """The version counter in ``directory``'s manifest (0: no index there, or one saved before
     versions were counted). Read without verifying checksums: only writers holding the lock use it."""
-    from isorag_pyg.index.storage import MANIFEST  # storage imports this module
-
     try:
         generation = json.loads((Path(directory) / MANIFEST).read_text()).get("generation", 0)
     except (OSError, ValueError, AttributeError):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import mmap
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor

@@ -15,7 +15,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from isorag_pyg.index.storage import MANIFEST, IndexFormatError
+from typing_extensions import Self
+
+from isorag_pyg.index.layout import MANIFEST, IndexFormatError
 
 _ATTEMPTS = 20
 _PROC_FD = Path("/proc/self/fd")
@@ -87,7 +89,7 @@ class OpenedVersion:
             os.close(fd)
         self._fds = {}
 
-    def __enter__(self) -> "OpenedVersion":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:

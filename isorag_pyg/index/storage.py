@@ -1,4 +1,6 @@
-"""An index directory on disk: a JSON manifest with a checksum of every file, written atomically.
+"""An index saved to and loaded from its directory (:mod:`~isorag_pyg.index.directory`): a JSON
+manifest with a checksum of every file, written atomically under the directory's writer lock, beside ``passages.jsonl``, ``tensors.safetensors`` and, with f_θ,
+``f_theta.safetensors``, with an ANN index ``ann.safetensors``.
 
 Nothing here unpickles: tensors are safetensors, passages JSON lines, the manifest JSON, so
 opening an index from an untrusted source never executes code. The checksums detect corrupt,
@@ -6,151 +8,180 @@ truncated or edited files; they do not authenticate who wrote them.
 """
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import json
-import os
-import shutil
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
-from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S, index_lock, read_generation, remove_debris, temp_dir_name
-from isorag_pyg.utils.files import apply_umask, file_sha256
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+from torch_geometric.data import Data
 
-if TYPE_CHECKING:
-    from isorag_pyg.index.snapshot import OpenedVersion
+from isorag_pyg.index.contents import IndexContents
+from isorag_pyg.index.directory import _manifest_digest, read_manifest, write_index_dir
+from isorag_pyg.index.ids import next_number
+from isorag_pyg.index.layout import ANN, F_THETA, FORMAT_VERSION, MANIFEST, PASSAGES, TENSORS, IndexFormatError
+from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S, check_not_stale, index_lock, read_generation
+from isorag_pyg.index.passages import PassageStore, write_passages
+from isorag_pyg.index.snapshot import OpenedVersion
+from isorag_pyg.index.validation import check_finite_weights, check_index_tensors, require_listed
+from isorag_pyg.knobs import PhiSpec
+from isorag_pyg.nn.poincare_encoder import PoincareEncoder
+from isorag_pyg.retrieval.ann import ANNIndex
+from isorag_pyg.utils.files import file_sha256
+from isorag_pyg.version import __version__
 
-#: The on-disk layout this version writes and the newest it reads.
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-
-
-class IndexFormatError(ValueError):
-    """An index directory is missing, corrupt, tampered with or of a newer format; the message
-    names the file."""
-
-    def __init__(self, path: str | Path, problem: str):
-        super().__init__(f"{path}: {problem}")
-        self.path = str(path)
-
-
-def _manifest_digest(manifest: dict[str, Any]) -> str:
-    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+#: Re-exported: what callers and tests take from here.
+__all__ = ["FORMAT_VERSION", "MANIFEST", "IndexFormatError", "_manifest_digest", "file_sha256", "load_index", "read_manifest",
+           "save_index", "write_index_dir"]
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+@dataclass(frozen=True)
+class StoredANN:
+    """An ANN index still in its file: an opened index reads it on first use."""
+
+    path: Path
+    kind: str
+    params: dict[str, Any]
+    handle: Any = None  # the file of the version the index was opened from (read through /proc/self/fd)
+
+    def open(self, num_passages: int, dim: int) -> ANNIndex:
+        """The index, checked against the passages it must cover."""
+        source = self.path
+        if self.handle is not None and not self.handle.closed and Path("/proc/self/fd").is_dir():
+            source = Path(f"/proc/self/fd/{self.handle.fileno()}")
+        try:
+            ann = ANNIndex.load(source)
+        except Exception as err:  # noqa: BLE001 - safetensors' or FAISS's own errors
+            raise IndexFormatError(self.path, f"unreadable ANN index ({err})") from None
+        if (ann.kind, ann.num_passages, ann.dim) != (self.kind, num_passages, dim):
+            raise IndexFormatError(self.path, f"a {ann.kind} index of {ann.num_passages} vectors of size {ann.dim}, "
+                                              f"not the manifest's {self.kind} over {num_passages} passages")
+        return ann
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two directories (Linux ``renameat2(RENAME_EXCHANGE)``); ``False`` where
-    the system has no such call."""
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: the file system or kernel cannot
-        return False
-    raise OSError(err, os.strerror(err), str(b))
+def ann_info(ann: ANNIndex | StoredANN | None) -> dict[str, Any]:
+    """The manifest's ``ann`` entry: ``{"kind", "params"}`` (``exact``: no ANN index)."""
+    return {"kind": "exact", "params": {}} if ann is None else {"kind": ann.kind, "params": ann.params}
 
 
-def is_index_dir(path: Path) -> bool:
-    return (path / MANIFEST).is_file()
+def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpec, graph_spec: dict[str, Any],
+                   f_theta_info: dict[str, Any] | None, knobs: dict[str, dict[str, Any]], created: str,
+                   ann: ANNIndex | StoredANN | None, next_id: int | None = None, **_: Any) -> dict[str, Any]:
+    """What :func:`save_index` records about an index (without the file checksums); takes the
+    index's constructor arguments."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "package": "isorag_pyg",
+        "package_version": __version__,
+        "created": created,
+        "encoder": encoder,
+        "graph": {"builders": graph_spec, "statistics": contents.statistics},
+        "f_theta": f_theta_info,
+        "phi": dataclasses.asdict(phi),
+        "knobs": knobs,
+        "ann": ann_info(ann),
+        "counts": {"passages": len(contents.passages), "edges": int(contents.graph.edge_index.size(1)),
+                   "dim": int(contents.embeddings.size(1))},
+        "corpus_hash": contents.corpus_hash,
+        "next_id": next_number(contents.passages.ids) if next_id is None else next_id,
+    }
 
 
-def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, Any]],
-                    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> Path:
-    """Write an index to ``target`` atomically, holding its writer lock (see
-    :mod:`~isorag_pyg.index.locking`; temporary folders of killed saves are removed first).
+def save_index(directory: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S, origin: tuple[Path, int] | None = None,
+               **fields: Any) -> tuple[Path, int]:
+    """Write an index, given as its constructor arguments, to ``directory`` atomically (see
+    :func:`~isorag_pyg.index.directory.write_index_dir`) and return its new ``origin``: the
+    resolved directory and the version (``generation``) saved there.
 
-    ``write_files(tmp_dir)`` writes the data files into a fresh sibling directory and returns the
-    manifest (without ``files``); the checksum of every file and of the manifest are added, all
-    is fsynced, and only then does the new directory take ``target``'s place (an atomic swap
-    where the system allows it). A crash before that leaves the previous index as it was.
-    ``target`` may be missing, an empty directory or an earlier index; anything else is refused.
-    The manifest's ``generation`` counts the versions saved there; files get the process umask's
-    modes.
-    """
-    target = Path(target)
-    with index_lock(target, lock_timeout):
-        remove_debris(target)
-        return _write_locked(target, write_files)
+    Holds the directory's writer lock (waiting up to ``lock_timeout`` seconds for another
+    writer, then :class:`~isorag_pyg.index.locking.IndexLockTimeout`). Saving back to
+    ``origin``'s directory is refused with :class:`~isorag_pyg.index.locking.StaleIndexError`
+    if another writer saved a version there after ``origin``'s."""
+    contents: IndexContents = fields["contents"]
+    ann, f_theta = fields["ann"], fields["f_theta"]
+    if isinstance(ann, StoredANN):
+        ann = ann.open(len(contents.passages), int(contents.embeddings.size(1)))
 
-
-def _write_locked(target: Path, write_files: Callable[[Path], dict[str, Any]]) -> Path:
-    if target.exists() and not (target.is_dir() and (is_index_dir(target) or not any(target.iterdir()))):
-        raise FileExistsError(f"{target}: exists and is not an isorag index (refusing to replace it)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_dir_name(target)
-    tmp.mkdir()
-    try:
-        manifest = {**write_files(tmp), "generation": read_generation(target) + 1}
-        files = {}
-        for path in sorted(p for p in tmp.iterdir() if p.name != MANIFEST):
-            apply_umask(path)  # safetensors writes 0600
-            _fsync(path)
-            files[path.name] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
-        manifest = {**manifest, "files": files}
-        manifest["manifest_sha256"] = _manifest_digest(manifest)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        _fsync(tmp / MANIFEST)
-        _fsync(tmp)
-        if not target.exists():
-            os.rename(tmp, target)
-        elif _exchange(tmp, target):
-            shutil.rmtree(tmp)  # tmp now holds the previous index
-        else:
-            old = temp_dir_name(target, "old")
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old)
-        _fsync(target.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
-
-
-def read_manifest(directory: str | Path, verify: bool = True, opened: "OpenedVersion | None" = None) -> dict[str, Any]:
-    """The manifest of an index directory, after checking its format version, its own checksum,
-    its schema (:mod:`~isorag_pyg.index.validation`) and, unless ``verify`` is ``False``, the
-    size and SHA-256 of every file it lists (sizes are always checked). With ``opened``, the
-    manifest and files of that opened version are read."""
-    from isorag_pyg.index.snapshot import OpenedVersion
-    from isorag_pyg.index.validation import validate_manifest
+    def write(tmp: Path) -> dict[str, Any]:
+        graph = contents.graph
+        tensors = {
+            "embeddings": contents.embeddings.float().contiguous(), "passage_offsets": write_passages(contents.passages, tmp / PASSAGES),
+            "edge_index": graph.edge_index.long().contiguous(), "edge_weight": graph.edge_weight.float().contiguous(),
+            "edge_source": graph.edge_source.long().contiguous(), "log_phi": contents.log_phi.double().contiguous(),
+        }
+        for key in ("z", "knn_edges"):
+            if (value := getattr(contents, key)) is not None:
+                tensors[key] = (value.float() if key == "z" else value.long()).contiguous()
+        save_file(tensors, tmp / TENSORS)
+        if f_theta is not None:
+            save_file({k: v.contiguous() for k, v in f_theta.state_dict().items()}, tmp / F_THETA)
+        if ann is not None:
+            ann.save(tmp / ANN)
+        return index_manifest(**{**fields, "ann": ann})
 
     directory = Path(directory)
-    if opened is None:
-        with OpenedVersion(directory) as version:
-            return read_manifest(directory, verify, version)
-    path = directory / MANIFEST
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with index_lock(directory, lock_timeout):
+        if origin is not None and origin[0] == directory.resolve():
+            check_not_stale(directory, origin[1])
+        write_index_dir(directory, write, lock_timeout)
+        return directory.resolve(), read_generation(directory)
+
+
+def load_index(directory: str | Path, verify: bool = True) -> dict[str, Any]:
+    """The constructor arguments of the index saved in ``directory``, read from the one version
+    there when it was opened, whatever writers do meanwhile (:mod:`~isorag_pyg.index.snapshot`).
+    Every file's size is checked and, unless ``verify`` is ``False``, its SHA-256; the manifest's
+    schema and the tensors' shapes, types and ranges are validated
+    (:mod:`~isorag_pyg.index.validation`); tensors are memory-mapped. Raises
+    :class:`IndexFormatError` naming the file for anything missing, corrupt or too new."""
+    directory = Path(directory)
+    with OpenedVersion(directory) as version:
+        manifest = read_manifest(directory, verify, version)
+        try:
+            fields = _read_files(directory, manifest, version)
+        except IndexFormatError:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise IndexFormatError(directory, f"inconsistent index ({err})") from None
+    return {**fields, "origin": (directory.resolve(), manifest.get("generation", 0))}
+
+
+def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersion) -> dict[str, Any]:
+    info = manifest.get("f_theta")
+    ann = manifest.get("ann", ann_info(None))
+    require_listed(directory / MANIFEST, manifest, [TENSORS, PASSAGES] + ([F_THETA] if info is not None else [])
+                   + ([ANN] if ann["kind"] != "exact" else []))
+    tensors = _load_tensors(version.path(TENSORS), directory / TENSORS)
+    counts, statistics = manifest["counts"], manifest["graph"]["statistics"]
+    n, dim = counts["passages"], counts["dim"]
+    builders = list(statistics.get("builders", manifest["graph"]["builders"]))
+    check_index_tensors(directory / TENSORS, tensors, n, dim, counts["edges"], len(builders), manifest["files"][PASSAGES]["bytes"],
+                        info["architecture"]["out_dim"] if info is not None else None, float(manifest["phi"].get("curvature", 1.0)))
+    graph = Data(x=tensors["embeddings"], edge_index=tensors["edge_index"], edge_weight=tensors["edge_weight"],
+                 edge_source=tensors["edge_source"], num_nodes=n)
+    phi = PhiSpec(**manifest["phi"])
+    f_theta = None
+    if info is not None:
+        arch = info["architecture"]
+        f_theta = PoincareEncoder(arch["in_dim"], arch["out_dim"], arch["hidden_dim"], phi.curvature)
+        weights = _load_tensors(version.path(F_THETA), directory / F_THETA)
+        check_finite_weights(directory / F_THETA, weights)
+        f_theta.load_state_dict(weights)
+        f_theta.eval()
+    stored_ann = None if ann["kind"] == "exact" else StoredANN(directory / ANN, ann["kind"], ann["params"], version.keep(ANN))
+    passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"], read_from=version.path(PASSAGES))
+    contents = IndexContents(passages, tensors["embeddings"], graph, tensors["log_phi"], statistics, manifest["corpus_hash"],
+                             tensors.get("z"), tensors.get("knn_edges"))
+    return {"contents": contents, "encoder": manifest["encoder"], "phi": phi, "graph_spec": manifest["graph"]["builders"],
+            "f_theta": f_theta, "f_theta_info": info, "knobs": manifest.get("knobs", {}), "created": manifest.get("created"),
+            "ann": stored_ann, "next_id": manifest.get("next_id")}
+
+
+def _load_tensors(path: Path, shown: Path | None = None) -> dict[str, Tensor]:
+    """A safetensors file read from ``path`` (errors name ``shown``, default ``path``)."""
     try:
-        manifest = json.loads(opened.manifest_bytes)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise IndexFormatError(path, f"not valid JSON ({err})") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("format_version"), int):
-        raise IndexFormatError(path, "no format_version: not an isorag index manifest")
-    if manifest["format_version"] > FORMAT_VERSION:
-        raise IndexFormatError(path, f"index format {manifest['format_version']} is newer than this isorag_pyg reads "
-                                     f"({FORMAT_VERSION}); upgrade isorag_pyg")
-    if manifest.get("manifest_sha256") != _manifest_digest(manifest):
-        raise IndexFormatError(path, "checksum mismatch: the manifest was edited or corrupted")
-    validate_manifest(path, manifest)
-    for name, expected in manifest["files"].items():
-        file, shown = opened.path(name), directory / name
-        if not file.is_file():
-            raise IndexFormatError(shown, "missing")
-        if file.stat().st_size != expected["bytes"]:
-            raise IndexFormatError(shown, f"size {file.stat().st_size} bytes, the manifest says {expected['bytes']} (truncated or replaced)")
-        if verify and file_sha256(file) != expected["sha256"]:
-            raise IndexFormatError(shown, "checksum mismatch (corrupted or tampered with)")
-    return manifest
+        return load_file(path)
+    except Exception as err:  # noqa: BLE001 - safetensors' own errors: truncated header, bad offsets...
+        raise IndexFormatError(shown or path, f"unreadable safetensors file ({err})") from None

@@ -4,7 +4,7 @@ The checksums in the manifest prove that files were not changed after the manife
 they say nothing about a buggy or malicious writer, who can recompute them. So the manifest is
 checked against a schema (types, required keys, file names confined to the index folder) and the
 tensors for shape, dtype, finiteness and ranges before anything uses them: a bad index is an
-:class:`~isorag_pyg.index.storage.IndexFormatError` naming the file, never a ``TypeError`` later
+:class:`~isorag_pyg.index.layout.IndexFormatError` naming the file, never a ``TypeError`` later
 or a silently different ranking.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import Tensor
 
-from isorag_pyg.index.storage import IndexFormatError
+from isorag_pyg.index.layout import IndexFormatError
 
 _SHA256 = r"^[0-9a-f]{64}$"
 

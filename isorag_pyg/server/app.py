@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,17 +19,17 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-import isorag_pyg
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
-from isorag_pyg.index.index import check_questions, check_retriever_name
 from isorag_pyg.index.answers import answer_json
+from isorag_pyg.index.registry import check_retriever_name
+from isorag_pyg.retrieval.types import check_questions
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.reloading import Served, ServedIndex
 from isorag_pyg.server.settings import ServerSettings
+from isorag_pyg.version import __version__
 
 log = logging.getLogger(__name__)
-
 
 #: The counters ``GET /health`` reports (see :class:`RetrievalEngine`).
 STATS = ("requests", "questions", "batches", "encoder_calls", "retrieval_calls", "encode_seconds", "retrieval_seconds",
@@ -156,7 +157,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
             try:
                 if served.changed_on_disk():
                     log.warning("index %s: serving version %s", served.directory, (await asyncio.to_thread(served.reload))["version"])
-            except Exception as err:  # a bad new version: keep serving the current one
+            except Exception as err:  # noqa: BLE001 - a bad new version: keep serving the current one
                 log.warning("index %s: not reloaded (%s); still serving version %d", served.directory, err, served.version)
 
     @contextlib.asynccontextmanager
@@ -172,7 +173,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
                 watcher.cancel()
             await batcher.close()
 
-    app = FastAPI(title="isorag", version=isorag_pyg.__version__, lifespan=lifespan,
+    app = FastAPI(title="isorag", version=__version__, lifespan=lifespan,
                   description="ISO-RAG retrieval with dynamic micro-batching.")
     app.state.served, app.state.batcher, app.state.settings = served, batcher, settings
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
@@ -192,7 +193,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
             return _error(503, str(err))
         except RequestError as err:  # the limits
             return _error(422, str(err))
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - any other failure answers 500, the server keeps serving
             return _error(500, f"retrieval failed: {type(err).__name__}: {err}")
         return JSONResponse([answer_json(q, h) for q, h in zip(request.questions, served_hits.hits)],
                             headers={"X-Index-Version": str(served_hits.version)})
@@ -206,7 +207,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
             return _error(409, "this server's index was not loaded from a directory: nothing to reload")
         try:
             return JSONResponse(await asyncio.to_thread(served.reload))
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a version that cannot be opened: keep serving the current one
             return _error(409, f"not reloaded, still serving version {served.version}: {err}")
 
     @app.get("/health")

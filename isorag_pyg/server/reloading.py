@@ -10,9 +10,10 @@ produced it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.index.locking import read_generation
