@@ -1,0 +1,31 @@
+"""What an index records about its encoder (the manifest's ``encoder`` entry), and the encoder
+that such a record describes."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from isorag_pyg.encoders.sentence import SentenceEncoder, TextEncoder
+
+
+def encoder_spec(encoder: TextEncoder, dim: int) -> dict[str, Any]:
+    """The manifest's record of ``encoder``: name, fingerprint, dimension, backend (and the
+    server of an OpenAI-compatible encoder; never its API key)."""
+    spec = {"name": encoder.name, "fingerprint": encoder.fingerprint, "dim": int(dim), "backend": getattr(encoder, "backend", "torch")}
+    if base_url := getattr(encoder, "base_url", None):
+        spec["base_url"] = base_url
+    return spec
+
+
+def encoder_from_spec(spec: Mapping[str, Any], backend: str | None = None, **options: Any) -> TextEncoder:
+    """The encoder an index was built with, on its recorded backend or on ``backend`` (checked
+    against the recorded fingerprint by the index); ``options`` go to the encoder's constructor
+    (``cache_dir``, ``show_progress``...). Indexes written before backends existed used torch."""
+    recorded = spec.get("backend", "torch")
+    if recorded == "openai" or backend == "openai":
+        from isorag_pyg.encoders.openai import OpenAIEncoder
+
+        if backend not in (None, "openai") or recorded != "openai":
+            raise ValueError(f"this index was embedded by {recorded!r}; its questions cannot be embedded by {backend!r}")
+        return OpenAIEncoder(spec["name"], base_url=spec.get("base_url"), dim=spec.get("dim"),
+                             **{k: v for k, v in options.items() if k == "cache_dir"})
+    return SentenceEncoder(spec["name"], backend=backend or recorded, **options)
