@@ -158,6 +158,7 @@ def runner(path: Path, backend: str, threads: int) -> Runner:
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep: cores are shared with the server
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
     return lambda features: session.run(None, {k: v for k, v in features.items() if k in names})[0]

@@ -16,16 +16,24 @@ def encoder_spec(encoder: TextEncoder, dim: int) -> dict[str, Any]:
     return spec
 
 
+def build_encoder(name: str, backend: str = "torch", **options: Any) -> TextEncoder:
+    """``name`` on ``backend``: a sentence-transformers model (``options`` go to
+    :class:`SentenceEncoder`), or with ``"openai"`` a model of an OpenAI-compatible server
+    (``options``: :class:`~isorag_pyg.encoders.openai.OpenAIEncoder`'s)."""
+    if backend == "openai":
+        from isorag_pyg.encoders.openai import OpenAIEncoder
+
+        return OpenAIEncoder(name, **{k: v for k, v in options.items() if k in ("base_url", "dim", "batch_size", "concurrency", "cache_dir")})
+    return SentenceEncoder(name, backend=backend, **options)
+
+
 def encoder_from_spec(spec: Mapping[str, Any], backend: str | None = None, **options: Any) -> TextEncoder:
     """The encoder an index was built with, on its recorded backend or on ``backend`` (checked
     against the recorded fingerprint by the index); ``options`` go to the encoder's constructor
     (``cache_dir``, ``show_progress``...). Indexes written before backends existed used torch."""
     recorded = spec.get("backend", "torch")
-    if recorded == "openai" or backend == "openai":
-        from isorag_pyg.encoders.openai import OpenAIEncoder
-
-        if backend not in (None, "openai") or recorded != "openai":
-            raise ValueError(f"this index was embedded by {recorded!r}; its questions cannot be embedded by {backend!r}")
-        return OpenAIEncoder(spec["name"], base_url=spec.get("base_url"), dim=spec.get("dim"),
-                             **{k: v for k, v in options.items() if k == "cache_dir"})
-    return SentenceEncoder(spec["name"], backend=backend or recorded, **options)
+    if "openai" in (recorded, backend) and backend not in (None, recorded):
+        raise ValueError(f"this index was embedded by the {recorded} backend; its questions cannot be embedded by {backend}")
+    if recorded == "openai":
+        options = {**options, "base_url": spec.get("base_url"), "dim": spec.get("dim")}
+    return build_encoder(spec["name"], backend or recorded, **options)

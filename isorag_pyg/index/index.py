@@ -34,6 +34,7 @@ from isorag_pyg.datasets.types import (
 )
 from isorag_pyg.encoders import SentenceEncoder, TextEncoder
 from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, resolve_model
+from isorag_pyg.encoders.spec import encoder_from_spec, encoder_spec
 from isorag_pyg.graph import (
     BUILDER_NAMES,
     EmptyGraphError,
@@ -270,7 +271,7 @@ class ISORAGIndex:
                 data.leak = True
             stages.update()
             index = cls(
-                PassageStore(corpus), x, data, {"name": encoder.name, "fingerprint": encoder.fingerprint, "dim": int(x.size(1))}, phi,
+                PassageStore(corpus), x, data, encoder_spec(encoder, x.size(1)), phi,
                 torch.empty(0), spec, {**graph_statistics(data), "builders": list(data.builders)}, corpus_hash(corpus),
                 knn_edges=edges.get("knn"),
             )
@@ -335,7 +336,7 @@ class ISORAGIndex:
         fresh, skipped = new_passages(self, passages)
         report = UpdateReport(added=len(fresh), duplicates_skipped=skipped)
         if fresh:
-            encoder = encoder or SentenceEncoder(self.encoder_spec["name"], show_progress=False)
+            encoder = encoder or encoder_from_spec(self.encoder_spec, show_progress=False)
             self._check_encoder(encoder)
             x = torch.cat([self.embeddings.float(), encoder.encode([p.content for p in fresh])])
             apply_update(self, list(self.passages) + fresh, x, torch.arange(len(self)), report)
@@ -430,18 +431,20 @@ class ISORAGIndex:
         """The encoder the passages were embedded with (loaded on first use, checked against the
         fingerprint recorded at build time)."""
         if self._encoder is None:
-            encoder = SentenceEncoder(self.encoder_spec["name"], cache_dir=None, show_progress=False)
+            encoder = encoder_from_spec(self.encoder_spec, cache_dir=None, show_progress=False)
             self._check_encoder(encoder)
             self._encoder = encoder
         return self._encoder
 
     def _check_encoder(self, encoder: TextEncoder) -> None:
         if encoder.fingerprint != self.encoder_spec["fingerprint"]:
-            raise ValueError(f"the encoder {self.encoder_spec['name']!r} differs from the one this index was built with "
-                             "(fingerprint mismatch): rebuild the index, or set index.encoder to a matching SentenceEncoder")
+            raise ValueError(f"the encoder {encoder.name!r} ({getattr(encoder, 'backend', 'torch')} backend) differs from the one this "
+                             f"index was built with ({self.encoder_spec['name']!r}, {self.encoder_spec.get('backend', 'torch')} backend; "
+                             "fingerprint mismatch): rebuild the index, or use a matching encoder")
 
     @encoder.setter
     def encoder(self, encoder: TextEncoder) -> None:
+        self._check_encoder(encoder)
         self._encoder = encoder
 
     def graph_index(self, device: str | torch.device = "auto") -> GraphIndex:

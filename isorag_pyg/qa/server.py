@@ -38,11 +38,12 @@ class LlamaServer:
     few-shot examples) is computed once."""
 
     def __init__(self, model_path: str | Path, alias: str = "local-gguf", n_ctx: int = 4096, threads: int = 1,
-                 startup_timeout: float = 120.0, log_path: str | Path | None = None):
+                 startup_timeout: float = 120.0, log_path: str | Path | None = None, embedding: bool = False):
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
             raise ServerError(f"no GGUF file at {self.model_path}")
         self.model, self.n_ctx, self.threads, self.startup_timeout = alias, n_ctx, threads, startup_timeout
+        self.embedding = embedding  # serve /v1/embeddings (the model's pooled hidden states) instead of completions
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
         self.port = 0
         self.process: subprocess.Popen | None = None
@@ -59,7 +60,7 @@ class LlamaServer:
         self.port = free_port()
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.model,
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
+               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)] + (["--embedding", "true"] if self.embedding else [])
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + self.startup_timeout
