@@ -119,10 +119,12 @@ def main() -> None:
     for b, figures in speed.items():
         print(f"{b:10s} {figures['passages_per_s']:7.1f} passages/s  {figures['ratio_vs_torch']:5.2f}x torch  "
               f"cosine to torch min {figures['cosine_to_torch_min']:.5f}", flush=True)
-    recalls = [recall(dataset, args.recall_backends, args.override) for dataset in args.datasets] if args.recall_backends else []
-    write_json(args.out, {"sample_passages": len(texts), "rounds": args.rounds, "threads": torch.get_num_threads(),
-                          "load_average_before": load_before, "load_average_after": os.getloadavg(),
-                          "throughput": speed, "recall": recalls})
+    payload: dict[str, Any] = {"sample_passages": len(texts), "rounds": args.rounds, "threads": torch.get_num_threads(),
+                               "load_average_before": load_before, "throughput": speed, "recall": []}
+    for dataset in args.datasets if args.recall_backends else []:  # written after each data set: a long run keeps what it measured
+        payload["recall"].append(recall(dataset, args.recall_backends, args.override))
+        write_json(args.out, {**payload, "load_average_after": os.getloadavg()})
+    write_json(args.out, {**payload, "load_average_after": os.getloadavg()})
 
 
 if __name__ == "__main__":

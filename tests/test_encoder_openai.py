@@ -112,15 +112,18 @@ def test_an_openai_index_refuses_another_backend_for_its_questions():
 @pytest.mark.llama_server
 def test_llama_cpp_server_in_embedding_mode(llama_server_installed, gemma_gguf, tmp_path):
     """The real path: llama-cpp-python's server embeds with the packaged Gemma GGUF (poor
-    embeddings for retrieval, but a real OpenAI-compatible /v1/embeddings)."""
+    embeddings for retrieval, but a real OpenAI-compatible /v1/embeddings). This GGUF has no
+    pooling type, so the server answers one vector per token: refused, or averaged on request."""
     from isorag_pyg.qa.server import LlamaServer
 
     passages = [{"title": t, "text": f"{t} is a city in {c}."} for t, c in [("Paris", "France"), ("Berlin", "Germany"), ("Rome", "Italy")]]
     with LlamaServer(gemma_gguf, alias="gemma-embed", embedding=True) as server:
-        encoder = OpenAIEncoder("gemma-embed", server.base_url, batch_size=2, concurrency=2, cache_dir=tmp_path)
+        with pytest.raises(EmbeddingServerError, match="one vector per token for batch 1 of 1"):
+            OpenAIEncoder("gemma-embed", server.base_url, cache_dir=None).encode(["Paris"])
+        encoder = OpenAIEncoder("gemma-embed", server.base_url, batch_size=2, concurrency=2, cache_dir=tmp_path, pool_tokens=True)
         index = ISORAGIndex.build(passages, encoder=encoder, f_theta=None, phi=PhiSpec(p=0), progress=False)
         index.save(tmp_path / "index")
-        again = OpenAIEncoder("gemma-embed", server.base_url, batch_size=2, cache_dir=tmp_path).encode([p["title"] + "\n" + p["text"]
+        again = OpenAIEncoder("gemma-embed", server.base_url, batch_size=2, cache_dir=tmp_path, pool_tokens=True).encode([p["title"] + "\n" + p["text"]
                                                                                                        for p in passages])
         hits = ISORAGIndex.load(tmp_path / "index").retrieve(["Paris is a city in France."], k=3, retriever="dense")
     assert index.embeddings.shape == (3, encoder.dim) and encoder.dim > 100

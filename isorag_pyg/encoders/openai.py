@@ -33,12 +33,15 @@ class OpenAIEncoder:
             with exponential backoff (the openai client's) (default: ``4``).
         cache_dir: where finished batches are cached, so that a rerun after a failure resumes
             (default: ``$ISORAG_CACHE_DIR`` or ``~/.cache/isorag_pyg``; ``None``: no cache).
+        pool_tokens: average the per-token vectors of a server that does not pool (e.g.
+            llama-cpp-python's server over a GGUF without a pooling type); without it such an
+            answer is an error (default: ``False``).
     """
 
     backend = "openai"
 
     def __init__(self, model: str, base_url: str | None = None, dim: int | None = None, batch_size: int = 64, concurrency: int = 4,
-                 timeout: float = 60.0, max_retries: int = 4, cache_dir: str | Path | None = "default"):
+                 timeout: float = 60.0, max_retries: int = 4, cache_dir: str | Path | None = "default", pool_tokens: bool = False):
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
             raise ValueError("the openai encoder needs the server's URL: pass base_url or set OPENAI_BASE_URL")
@@ -46,7 +49,8 @@ class OpenAIEncoder:
             raise ValueError("batch_size and concurrency must be >= 1, timeout > 0 and max_retries >= 0")
         self.name, self.base_url, self.dim = model, base_url.rstrip("/"), dim
         self.batch_size, self.concurrency = batch_size, concurrency
-        self.fingerprint = f"openai:{model}"
+        self.pool_tokens = pool_tokens
+        self.fingerprint = f"openai:{model}" + ("+mean-of-tokens" if pool_tokens else "")
         directory = default_cache_dir() if cache_dir == "default" else cache_dir
         self.cache = EmbeddingCache(directory) if directory is not None else None
         self._timeout, self._max_retries = timeout, max_retries
@@ -87,21 +91,31 @@ class OpenAIEncoder:
         except Exception as err:  # the client's own errors after its retries: connection, timeout, HTTP status
             raise EmbeddingServerError(f"the embedding server at {self.base_url} failed {where}: {type(err).__name__}: {err}") from err
         data = sorted(response.data, key=lambda item: item.index)
+        vectors = [self._pooled(item.embedding, where) for item in data]
         if len(data) != len(texts):
             raise EmbeddingServerError(f"the embedding server at {self.base_url} returned {len(data)} vectors for the {len(texts)} texts "
                                        f"of {where}")
-        sizes = {len(item.embedding) for item in data}
+        sizes = {len(vector) for vector in vectors}
         expected = self.dim if self.dim is not None else next(iter(sizes))
         if sizes != {expected}:
             raise EmbeddingServerError(f"the embedding server at {self.base_url} returned vectors of size {sorted(sizes)} for {where}; "
                                        f"expected {expected}")
         self.dim = expected
-        emb = torch.nn.functional.normalize(torch.tensor([item.embedding for item in data], dtype=torch.float32), dim=1)
+        emb = torch.nn.functional.normalize(torch.tensor(vectors, dtype=torch.float32), dim=1)
         if not torch.isfinite(emb).all():
             raise EmbeddingServerError(f"the embedding server at {self.base_url} returned non-finite values for {where}")
         if self.cache is not None:
             self.cache.save(key, emb)
         return emb
+
+    def _pooled(self, embedding: list, where: str) -> list[float]:
+        """A text's vector: as sent, or the mean of its per-token vectors with ``pool_tokens``."""
+        if not embedding or not isinstance(embedding[0], list):
+            return embedding
+        if not self.pool_tokens:
+            raise EmbeddingServerError(f"the embedding server at {self.base_url} returned one vector per token for {where} (it does "
+                                       "not pool): start it with pooling, or pass pool_tokens=True to average them")
+        return torch.tensor(embedding, dtype=torch.float32).mean(0).tolist()
 
     def _fits(self, cached: torch.Tensor) -> bool:
         return self.dim is None or cached.size(1) == self.dim

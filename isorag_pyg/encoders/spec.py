@@ -13,6 +13,8 @@ def encoder_spec(encoder: TextEncoder, dim: int) -> dict[str, Any]:
     spec = {"name": encoder.name, "fingerprint": encoder.fingerprint, "dim": int(dim), "backend": getattr(encoder, "backend", "torch")}
     if base_url := getattr(encoder, "base_url", None):
         spec["base_url"] = base_url
+    if getattr(encoder, "pool_tokens", False):
+        spec["pool_tokens"] = True
     return spec
 
 
@@ -23,7 +25,7 @@ def build_encoder(name: str, backend: str = "torch", **options: Any) -> TextEnco
     if backend == "openai":
         from isorag_pyg.encoders.openai import OpenAIEncoder
 
-        return OpenAIEncoder(name, **{k: v for k, v in options.items() if k in ("base_url", "dim", "batch_size", "concurrency", "cache_dir")})
+        return OpenAIEncoder(name, **{k: v for k, v in options.items() if k in ("base_url", "dim", "batch_size", "concurrency", "cache_dir", "pool_tokens")})
     return SentenceEncoder(name, backend=backend, **options)
 
 
@@ -35,5 +37,5 @@ def encoder_from_spec(spec: Mapping[str, Any], backend: str | None = None, **opt
     if "openai" in (recorded, backend) and backend not in (None, recorded):
         raise ValueError(f"this index was embedded by the {recorded} backend; its questions cannot be embedded by {backend}")
     if recorded == "openai":
-        options = {**options, "base_url": spec.get("base_url"), "dim": spec.get("dim")}
+        options = {**options, "base_url": spec.get("base_url"), "dim": spec.get("dim"), "pool_tokens": spec.get("pool_tokens", False)}
     return build_encoder(spec["name"], backend or recorded, **options)
