@@ -106,3 +106,14 @@ def test_the_query_cache_encodes_each_missing_question_once_and_forgets_the_leas
     cached.encode(["aa", "b"])
     assert inner.calls == [["ccc"], ["aa"]] and (cached.hits, cached.misses) == (3, 4)
     assert (cached.name, cached.fingerprint, cached.backend) == ("counting", "fp", "torch")
+
+
+def test_the_servers_query_cache_size_is_checked_and_wraps_the_index_encoder():
+    from isorag_pyg.server import ServerSettings, create_app
+
+    with pytest.raises(ValueError, match="query_cache must be a non-negative integer"):
+        ServerSettings(query_cache=-1)
+    index = ISORAGIndex.build(PASSAGES, encoder=CountingEncoder(), f_theta=None, phi=PhiSpec(p=0), progress=False)
+    index.encoder = CountingEncoder()
+    create_app(index, ServerSettings(query_cache=8))
+    assert isinstance(index.encoder, LRUQueryEncoder) and index.encoder.size == 8
