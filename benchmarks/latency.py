@@ -31,7 +31,7 @@ from torch_geometric.utils import get_ppr
 
 from isorag_pyg.jobs.evaluate import prepare_evaluation
 from isorag_pyg.retrieval import GlobalPPRRetriever, GraphIndex, ISORetriever, Queries
-from isorag_pyg.retrieval.iso_retriever import teleport_weights
+from isorag_pyg.retrieval.scoring import teleport_weights
 from isorag_pyg.utils.device import device_of
 
 matplotlib.use("Agg")

@@ -30,7 +30,7 @@ def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
         # the kept edges are corpus edges (edge_idx names them) between local nodes that pass the isoperimetric test
         assert torch.equal(index.graph.edge_index[:, data.edge_idx], data.node_idx[data.edge_index])
         log_phi = data.log_phi[data.edge_index]
-        assert ((log_phi[0] - log_phi[1]).abs() <= -torch.log(torch.tensor(feature_store.retriever.beta, dtype=torch.float64)) + 1e-12).all()
+        assert ((log_phi[0] - log_phi[1]).abs() <= -torch.log(torch.tensor(feature_store.retriever.knobs.beta, dtype=torch.float64)) + 1e-12).all()
         removed += data.num_removed_edges
         # ranked by score, the local graph gives exactly what the index retrieves
         top = data.node_idx[data.score.argsort(descending=True, stable=True)[:5]]

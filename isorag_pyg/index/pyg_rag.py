@@ -24,11 +24,9 @@ from torch_geometric.sampler import SamplerOutput
 
 from isorag_pyg.index.index import ISORAGIndex
 from isorag_pyg.retrieval.candidates import DenseCandidates, dense_candidates
-from isorag_pyg.retrieval.iso_retriever import ISORetriever, teleport_weights
-from isorag_pyg.retrieval.local_graph import build_local_graphs
-from isorag_pyg.retrieval.scoring import segment_minmax
+from isorag_pyg.retrieval.iso_retriever import ISORetriever
+from isorag_pyg.retrieval.scoring import score_local_graphs
 from isorag_pyg.transforms import IsoperimetricFilter
-from isorag_pyg.utils.ppr import personalized_pagerank
 
 
 class ISORAGFeatureStore:
@@ -75,18 +73,23 @@ class ISORAGFeatureStore:
     def load_subgraph(self, sample: SamplerOutput) -> Data:
         """The local graph with features: ``x``, ``edge_index`` (local), ``node_idx`` (corpus
         rows), ``edge_idx`` (corpus edges), ``passage_id``, ``title``, ``text``, ``dense_score``,
-        ``log_phi`` (the retriever's φ) and ``seed_index`` (local positions of the seeds)."""
+        ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds) and, when
+        the retriever walks edge weights, ``edge_weight``."""
         node = sample.node
         passages = [self.index.passages[i] for i in node.tolist()]
-        local = node.to(self.retriever.index.device)
+        graph = self.retriever.index
+        local = node.to(graph.device)
         dense = self.last_candidates.score(torch.zeros_like(local), local).cpu()
-        return Data(
-            x=self.retriever.index.embeddings[node.to(self.retriever.index.device)].cpu(),
+        data = Data(
+            x=graph.embeddings[local].cpu(),
             edge_index=torch.stack([sample.row, sample.col]).cpu(), num_nodes=node.numel(),
             node_idx=node.cpu(), edge_idx=sample.edge.cpu(), passage_id=[p.id for p in passages],
             title=[p.title for p in passages], text=[p.text for p in passages], dense_score=dense,
             log_phi=self.retriever.log_phi[node.to(self.retriever.log_phi.device)].cpu(), seed_index=sample.metadata["seed_index"].cpu(),
         )
+        if self.retriever.knobs.edge_weights:
+            data.edge_weight = graph.require_edge_weight()[sample.edge.to(graph.device)].cpu()
+        return data
 
 
 class ISORAGGraphStore:
@@ -129,36 +132,31 @@ class ISORAGGraphStore:
             raise RuntimeError("register an ISORAGFeatureStore and retrieve seed nodes first")
         r = self.retriever
         _, _, m = r.sizes(self.feature_store.config["k"])
-        local = build_local_graphs(self.feature_store.last_candidates, r.index, m, r.hops, r.max_expansion)
+        local = r.local_graphs(self.feature_store.last_candidates, m)
         if not torch.equal(local.node[local.seed_pos[0]].cpu(), seed_nodes[:m].cpu()):
             raise ValueError("seed_nodes are not the feature store's pool for its last query")
         # local edges come as (upward edges, their reverses), both halves over the same slots
-        slot = local.edge_slot[: local.edge_slot.numel() // 2]
-        edge = torch.cat([r.index.up_edge_id[slot], r.index.up_reverse_id[slot]])
+        edge = r.index.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])
         return SamplerOutput(node=local.node, row=local.edge_index[0], col=local.edge_index[1], edge=edge,
                              metadata={"seed_index": local.seed_pos[0]})
 
 
 class ISOSubgraphFilter:
     """``subgraph_filter`` for the loader: the isoperimetric filter on the local graph, then
-    personalized PageRank teleporting to the seeds (``softmax(tau * dense)``); adds ``ppr``,
-    ``score`` (``lambda_graph * minmax(ppr) + lambda_dense * minmax(dense)``) and
-    ``num_removed_edges`` to the data."""
+    ISO-RAG's scoring (:func:`~isorag_pyg.retrieval.scoring.score_local_graphs`, the function
+    the retriever uses); adds ``ppr``, ``score`` and ``num_removed_edges`` to the data."""
 
     def __init__(self, retriever: ISORetriever):
         self.retriever = retriever
-        self.transform = IsoperimetricFilter(beta=retriever.beta, phi="phi")
+        self.transform = IsoperimetricFilter(beta=retriever.knobs.beta, phi="phi")
 
     def __call__(self, data: Data, query: Any = None) -> Data:
-        r = self.retriever
         data = self.transform(data)  # data.log_phi is the retriever's φ, ablation included
-        teleport = torch.zeros(data.num_nodes)
-        teleport[data.seed_index] = teleport_weights(data.dense_score[data.seed_index].unsqueeze(0), r.tau)[0]
-        pi = personalized_pagerank(data.edge_index, teleport, r.alpha, tol=r.tol, max_iter=r.max_iter).pi.squeeze(1)
-        segment = torch.zeros(data.num_nodes, dtype=torch.long)
-        scaled = segment_minmax(torch.stack([pi, data.dense_score], 1), segment, torch.tensor([0, data.num_nodes]))
-        data.ppr = pi
-        data.score = r.lambda_graph * scaled[:, 0] + r.lambda_dense * scaled[:, 1]
+        seeds = data.seed_index.unsqueeze(0)
+        n = data.num_nodes
+        scored = score_local_graphs(data.edge_index, seeds, data.dense_score[seeds], data.dense_score, torch.zeros(n, dtype=torch.long),
+                                    torch.tensor([0, n]), self.retriever.knobs, getattr(data, "edge_weight", None))
+        data.ppr, data.score = scored.pi, scored.score
         return data
 
 

@@ -65,6 +65,11 @@ class GraphIndex:
             self.embeddings = torch.nn.functional.normalize(embeddings.float(), dim=-1).to(self.device)
         self.dim = self.embeddings.size(1)
 
+    def edge_ids(self, slot: Tensor) -> Tensor:
+        """Columns of ``edge_index`` of the upward edges ``slot`` (as a local graph's
+        ``edge_slot`` names them), then of their reverses."""
+        return torch.cat([self.up_edge_id[slot], self.up_reverse_id[slot]])
+
     def require_edge_weight(self) -> Tensor:
         """The edge weights, for a retriever asked to walk them."""
         if self.edge_weight is None:

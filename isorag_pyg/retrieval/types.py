@@ -2,10 +2,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 from torch import Tensor
+
+
+def check_questions(questions: Sequence[str]) -> None:
+    """``ValueError`` unless ``questions`` is a non-empty list of non-blank, valid Unicode strings."""
+    if isinstance(questions, str) or not isinstance(questions, Sequence) or not questions:
+        raise ValueError("questions must be a non-empty list of strings")
+    for i, question in enumerate(questions):
+        if not isinstance(question, str):
+            raise ValueError(f"question {i} must be a string, got {type(question).__name__}")
+        if not question.strip():
+            raise ValueError(f"question {i} is empty")
+        if not question.isascii():
+            try:
+                question.encode()
+            except UnicodeEncodeError:
+                raise ValueError(f"question {i} is not valid Unicode (a lone surrogate)") from None
 
 
 @dataclass

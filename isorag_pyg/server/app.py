@@ -15,10 +15,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-import isorag_pyg
 from isorag_pyg.encoders.query_cache import LRUQueryEncoder
+from isorag_pyg.version import __version__
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
-from isorag_pyg.index.index import check_questions, check_retriever_name
+from isorag_pyg.index.registry import check_retriever_name
+from isorag_pyg.retrieval.types import check_questions
 from isorag_pyg.index.answers import answer_json
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
@@ -153,7 +154,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings()) 
         finally:
             await batcher.close()
 
-    app = FastAPI(title="isorag", version=isorag_pyg.__version__, lifespan=lifespan,
+    app = FastAPI(title="isorag", version=__version__, lifespan=lifespan,
                   description="ISO-RAG retrieval with dynamic micro-batching.")
     app.state.engine, app.state.batcher, app.state.settings = engine, batcher, settings
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -10,14 +10,8 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from isorag_pyg.utils.isoperimetric import (
-    PHI_MODES,
-    PhiSpec,
-    ablate_log_phi,
-    check_beta,
-    isoperimetric_keep_mask,
-    log_phi_from_ball,
-)
+from isorag_pyg.knobs import PHI_MODES, ISOKnobs, PhiSpec, check_beta
+from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_mask, log_phi_from_ball
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +32,8 @@ class IsoperimetricFilter(BaseTransform):
 
     Args:
         beta (float, optional): the ratio threshold in :math:`(0, 1]`; ``1`` keeps only edges
-            between equal profiles, values near ``0`` keep almost all. (default: :obj:`0.5`)
+            between equal profiles, values near ``0`` keep almost all. (default: :obj:`0.2`,
+            ISO-RAG's, :class:`~isorag_pyg.knobs.ISOKnobs`)
         p (float, optional): the volume exponent, :math:`v(u) = \lambda(z_u)^p`; ``0`` counts
             nodes and needs no coordinates. (default: :obj:`0.0`)
         eps (float, optional): :math:`\epsilon` added to :math:`V(S_u)`. (default: :obj:`1e-8`)
@@ -74,7 +69,7 @@ class IsoperimetricFilter(BaseTransform):
 
     def __init__(
         self,
-        beta: float = 0.5,
+        beta: float = ISOKnobs.beta,
         p: float = PhiSpec.p,
         eps: float = PhiSpec.eps,
         shell_floor: float = PhiSpec.shell_floor,
