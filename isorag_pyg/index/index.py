@@ -17,7 +17,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from isorag_pyg.datasets.types import Passage
-from isorag_pyg.encoders import SentenceEncoder, TextEncoder
+from isorag_pyg.encoders import TextEncoder
+from isorag_pyg.encoders.spec import encoder_from_spec
 from isorag_pyg.index.answers import RetrievedPassage, explained, retrieved_passages
 from isorag_pyg.index.build import build_index
 from isorag_pyg.index.contents import IndexContents
@@ -197,19 +198,21 @@ class ISORAGIndex:
         """The encoder the passages were embedded with (loaded on first use, checked against the
         fingerprint recorded at build time)."""
         if self._encoder is None:
-            encoder = SentenceEncoder(self.encoder_spec["name"], cache_dir=None, show_progress=False)
+            encoder = encoder_from_spec(self.encoder_spec, cache_dir=None, show_progress=False)
             self._check_encoder(encoder)
             self._encoder = encoder
         return self._encoder
 
     @encoder.setter
     def encoder(self, encoder: TextEncoder) -> None:
+        self._check_encoder(encoder)
         self._encoder = encoder
 
     def _check_encoder(self, encoder: TextEncoder) -> None:
         if encoder.fingerprint != self.encoder_spec["fingerprint"]:
-            raise ValueError(f"the encoder {self.encoder_spec['name']!r} differs from the one this index was built with "
-                             "(fingerprint mismatch): rebuild the index, or set index.encoder to a matching SentenceEncoder")
+            raise ValueError(f"the encoder {encoder.name!r} ({getattr(encoder, 'backend', 'torch')} backend) differs from the one this "
+                             f"index was built with ({self.encoder_spec['name']!r}, {self.encoder_spec.get('backend', 'torch')} backend; "
+                             "fingerprint mismatch): rebuild the index, or use a matching encoder")
 
     # ----------------------------------------------------------------------------- retrieval
     def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph:
@@ -279,7 +282,7 @@ class ISORAGIndex:
         to one in the index is skipped (counted)."""
 
         def encode(texts: list[str]) -> Tensor:
-            model = encoder or SentenceEncoder(self.encoder_spec["name"], show_progress=False)
+            model = encoder or encoder_from_spec(self.encoder_spec, show_progress=False)
             self._check_encoder(model)
             return model.encode(texts)
 
