@@ -8,6 +8,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
+from typing_extensions import Self
 
 
 def fake_vector(text: str, dim: int) -> list[float]:
@@ -74,7 +75,7 @@ class FakeEmbeddings:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> FakeEmbeddings:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 

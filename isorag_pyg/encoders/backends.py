@@ -125,7 +125,7 @@ def _optimize(model: SentenceTransformer, source: Path, target: Path) -> None:
         from onnxruntime.transformers.optimizer import optimize_model
 
         optimize_model(str(source), model_type="bert", num_heads=heads or 0, hidden_size=hidden or 0).save_model_to_file(str(target))
-    except Exception as err:  # an architecture the optimiser does not know: the plain export runs too
+    except Exception as err:  # noqa: BLE001 - an architecture the optimiser does not know: the plain export runs too
         log.warning("ONNX Runtime's optimiser could not fuse this model (%s); using the plain export", err)
         shutil.copyfile(source, target)
 
