@@ -40,3 +40,12 @@ def encoder_from_spec(spec: Mapping[str, Any], backend: str | None = None, **opt
     if recorded == "openai":
         options = {**options, "base_url": spec.get("base_url"), "dim": spec.get("dim"), "pool_tokens": spec.get("pool_tokens", False)}
     return build_encoder(spec["name"], backend or recorded, **options)
+
+
+def check_encoder(spec: Mapping[str, Any], encoder: TextEncoder) -> None:
+    """``ValueError`` unless ``encoder`` has the fingerprint recorded in ``spec`` (an index's
+    encoder record)."""
+    if encoder.fingerprint != spec["fingerprint"]:
+        raise ValueError(f"the encoder {encoder.name!r} ({getattr(encoder, 'backend', 'torch')} backend) differs from the one this "
+                         f"index was built with ({spec['name']!r}, {spec.get('backend', 'torch')} backend; "
+                         "fingerprint mismatch): rebuild the index, or use a matching encoder")

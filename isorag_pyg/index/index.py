@@ -18,7 +18,7 @@ from torch_geometric.data import Data
 
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.encoders import TextEncoder
-from isorag_pyg.encoders.spec import encoder_from_spec
+from isorag_pyg.encoders.spec import check_encoder, encoder_from_spec
 from isorag_pyg.index.answers import RetrievedPassage, explained, retrieved_passages
 from isorag_pyg.index.build import build_index
 from isorag_pyg.index.contents import IndexContents
@@ -199,20 +199,14 @@ class ISORAGIndex:
         fingerprint recorded at build time)."""
         if self._encoder is None:
             encoder = encoder_from_spec(self.encoder_spec, cache_dir=None, show_progress=False)
-            self._check_encoder(encoder)
+            check_encoder(self.encoder_spec, encoder)
             self._encoder = encoder
         return self._encoder
 
     @encoder.setter
     def encoder(self, encoder: TextEncoder) -> None:
-        self._check_encoder(encoder)
+        check_encoder(self.encoder_spec, encoder)
         self._encoder = encoder
-
-    def _check_encoder(self, encoder: TextEncoder) -> None:
-        if encoder.fingerprint != self.encoder_spec["fingerprint"]:
-            raise ValueError(f"the encoder {encoder.name!r} ({getattr(encoder, 'backend', 'torch')} backend) differs from the one this "
-                             f"index was built with ({self.encoder_spec['name']!r}, {self.encoder_spec.get('backend', 'torch')} backend; "
-                             "fingerprint mismatch): rebuild the index, or use a matching encoder")
 
     # ----------------------------------------------------------------------------- retrieval
     def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph:
@@ -283,7 +277,7 @@ class ISORAGIndex:
 
         def encode(texts: list[str]) -> Tensor:
             model = encoder or encoder_from_spec(self.encoder_spec, show_progress=False)
-            self._check_encoder(model)
+            check_encoder(self.encoder_spec, model)
             return model.encode(texts)
 
         contents, ann, report = added(self._updatable(), passages, encode)
