@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from isorag_pyg.index.layout import MANIFEST
+from isorag_pyg.index.layout import MANIFEST, IndexFormatError
 
 #: Seconds a writer waits for another one to finish before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 600.0
@@ -78,6 +78,14 @@ def index_lock(directory: str | Path, timeout: float = DEFAULT_LOCK_TIMEOUT_S) -
                 held.fd = None
     finally:
         held.thread_lock.release()
+
+
+def existing_index_lock(directory: str | Path, timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> contextlib.AbstractContextManager[None]:
+    """The writer lock of an existing index (:class:`IndexFormatError` if there is no such
+    directory), for a writer to hold from loading the index to saving it."""
+    if not Path(directory).is_dir():
+        raise IndexFormatError(directory, "no such index directory")
+    return index_lock(directory, timeout)
 
 
 def _flock(path: Path, directory: str | Path, timeout: float) -> int:

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isorag_pyg.encoders.query_cache import LRUQueryEncoder
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
 from isorag_pyg.index.answers import answer_json
 from isorag_pyg.index.registry import check_retriever_name
@@ -145,7 +146,10 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     """The server over a loaded index. The app owns a :class:`ServedIndex` (``app.state.served``:
     the current :class:`RetrievalEngine`, counters in ``/health``; reloaded from the directory
     the index was loaded from) and a :class:`MicroBatcher` feeding it, started and stopped with
-    the app's lifespan (as is the manifest watch, with ``settings.watch_seconds``)."""
+    the app's lifespan (as is the manifest watch, with ``settings.watch_seconds``). A reloaded
+    version keeps the encoder (query cache included) when its fingerprint is the same."""
+    if settings.query_cache:
+        index.encoder = LRUQueryEncoder(index.encoder, settings.query_cache)
     reloadable = index.origin is not None  # loaded from a directory (the app keeps no other reference to this version)
     served = ServedIndex(index.origin[0] if reloadable else "", RetrievalEngine(index), verify)
     batcher: MicroBatcher[RetrievalRequest, Served] = MicroBatcher(served.run, settings.batch_window_ms / 1000, settings.max_batch,

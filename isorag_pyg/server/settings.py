@@ -26,6 +26,8 @@ class ServerSettings:
         max_connections: open connections (and requests) beyond which new requests get 503.
         watch_seconds: check the index's manifest this often and serve a newly saved version
             (``None``: only on ``POST /reload``).
+        query_cache: question embeddings kept in an LRU cache (a repeated question is not
+            encoded again); ``0`` turns the cache off.
     """
 
     batch_window_ms: float = 2.0
@@ -38,6 +40,7 @@ class ServerSettings:
     read_timeout_s: float = 10.0
     max_connections: int = 1024
     watch_seconds: float | None = None
+    query_cache: int = 4096
 
     def __post_init__(self) -> None:
         if not 0 <= self.batch_window_ms <= 1000:
@@ -50,6 +53,8 @@ class ServerSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.query_cache, bool) or not isinstance(self.query_cache, int) or self.query_cache < 0:
+            raise ValueError(f"query_cache must be a non-negative integer, got {self.query_cache!r}")
         if self.max_pending < self.max_questions:
             raise ValueError(f"max_pending ({self.max_pending}) must be at least max_questions ({self.max_questions})")
 
