@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import hashlib
 import inspect
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from isorag_pyg.datasets.types import (
 )
 from isorag_pyg.encoders import SentenceEncoder, TextEncoder
 from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, resolve_model
+from isorag_pyg.graph.entity_graph import attach_entity_nodes
 from isorag_pyg.graph import (
     BUILDER_NAMES,
     EmptyGraphError,
@@ -95,6 +97,7 @@ def check_questions(questions: Sequence[str]) -> None:
                 raise ValueError(f"question {i} is not valid Unicode (a lone surrogate)") from None
 DEFAULT_GRAPH: dict[str, dict[str, Any]] = {"title_mention": {}}
 TENSORS, PASSAGES, F_THETA, ANN = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors", "ann.safetensors"
+ENTITIES = "entities.json"  # an entity graph's entity node names (rows after the passages)
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,7 @@ class ISORAGIndex:
         self.created = created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         self._encoder: SentenceEncoder | None = None
         self._graph_index: dict[torch.device, GraphIndex] = {}
-        self._phi_variants: dict[PhiSpec, Tensor] = {phi: log_phi} if log_phi.numel() == len(passages) else {}
+        self._phi_variants: dict[PhiSpec, Tensor] = {phi: log_phi} if log_phi.numel() == graph.num_nodes else {}
         self._bm25: BM25Retriever | None = None
         self.ann_info: dict[str, Any] = {"kind": "exact", "params": {}}
         self._ann: ANNIndex | None = None
@@ -315,7 +318,7 @@ class ISORAGIndex:
         if encoder.in_dim != self.embeddings.size(1) or encoder.curvature != self.phi.curvature:
             raise ValueError(f"f_θ takes {encoder.in_dim}-d embeddings in a ball of curvature {encoder.curvature}; this index has "
                              f"{self.embeddings.size(1)}-d embeddings and φ curvature {self.phi.curvature}")
-        self.f_theta, self.z = encoder.eval(), encoder.eval().embed_all(self.embeddings.float())
+        self.f_theta, self.z = encoder.eval(), encoder.eval().embed_all(self.graph.x.float())  # an entity graph's entities too
         self.f_theta_info = {"config": None, "metrics": None, "checkpoint": None,
                              "architecture": {"in_dim": encoder.in_dim, "out_dim": encoder.out_dim, "hidden_dim": encoder.hidden_dim}}
         self._phi_variants = {}
@@ -383,7 +386,7 @@ class ISORAGIndex:
             if spec.needs_coordinates and self.z is None:
                 raise ValueError(f"φ with p = {spec.p} needs f_θ's coordinates, and this index has none (built with p = 0); "
                                  "rebuild it with f_θ or use p = 0")
-            self._phi_variants[spec] = log_phi_from_ball(self.graph.edge_index, self.z, spec, num_nodes=len(self))
+            self._phi_variants[spec] = log_phi_from_ball(self.graph.edge_index, self.z, spec, num_nodes=self.graph.num_nodes)
         return self._phi_variants[spec]
 
     def set_ann(self, kind: str = "hnsw", params: Mapping[str, int] | None = None) -> None:
@@ -448,8 +451,9 @@ class ISORAGIndex:
         """The corpus graph prepared for retrieval on ``device`` (built once per device)."""
         device = device_of(device)
         if device not in self._graph_index:
-            self._graph_index[device] = GraphIndex(self.graph.edge_index, self.embeddings, device, normalized=True,
-                                                   edge_weight=self.graph.edge_weight)
+            nodes = self.embeddings if self.graph.num_nodes == len(self) else self.graph.x  # an entity graph's entities follow
+            self._graph_index[device] = GraphIndex(self.graph.edge_index, nodes, device, normalized=True,
+                                                   edge_weight=self.graph.edge_weight, num_passages=len(self))
         return self._graph_index[device]
 
     # ----------------------------------------------------------------------------- retrieval
@@ -518,10 +522,11 @@ class ISORAGIndex:
         queries = self.encode_questions([question])
         trace = self.retriever("iso", **knobs).retrieve(queries, k, trace=True).traces[0]
         rows = set(trace["candidates"])
-        titles = {r: self.passages[r].title for r in rows}
+        names = self.graph.entity_names if len(self) < self.graph.num_nodes else []  # an entity graph's entity nodes
+        titles = {r: self.passages[r].title if r < len(self) else names[r - len(self)] for r in rows}
         if png_path is not None:
             plot_case_study(trace, set(), titles, question, png_path)
-        ids = {r: self.passages[r].id for r in rows}
+        ids = {r: self.passages[r].id if r < len(self) else f"entity:{names[r - len(self)]}" for r in rows}
         return {
             "question": question,
             "seeds": [ids[r] for r in trace["seeds"]],
@@ -546,7 +551,8 @@ class ISORAGIndex:
             "phi": dataclasses.asdict(self.phi),
             "knobs": self.knobs,
             "ann": self.ann_info,
-            "counts": {"passages": len(self), "edges": int(self.graph.edge_index.size(1)), "dim": int(self.embeddings.size(1))},
+            "counts": {"passages": len(self), "entities": len(getattr(self.graph, "entity_names", [])),
+                       "edges": int(self.graph.edge_index.size(1)), "dim": int(self.embeddings.size(1))},
             "corpus_hash": self.corpus_hash,
         }
 
@@ -571,6 +577,8 @@ class ISORAGIndex:
                 save_file({k: v.contiguous() for k, v in self.f_theta.state_dict().items()}, tmp / F_THETA)
             if self.ann is not None:
                 self.ann.save(tmp / ANN)
+            if names := getattr(self.graph, "entity_names", []):
+                (tmp / ENTITIES).write_text(json.dumps(names, ensure_ascii=False))
             return self.manifest()
 
         return write_index_dir(directory, write)
@@ -593,18 +601,19 @@ class ISORAGIndex:
     def _from_files(cls, directory: Path, manifest: dict[str, Any]) -> "ISORAGIndex":
         tensors = _load_tensors(directory / TENSORS)
         counts = manifest["counts"]
-        n, dim = int(counts["passages"]), int(counts["dim"])
-        expected = {"embeddings": (n, dim), "passage_offsets": (n + 1,), "log_phi": (n,), "edge_index": (2, int(counts["edges"]))}
+        n, dim, num_nodes = int(counts["passages"]), int(counts["dim"]), int(counts["passages"]) + int(counts.get("entities", 0))
+        expected = {"embeddings": (n, dim), "passage_offsets": (n + 1,), "log_phi": (num_nodes,), "edge_index": (2, int(counts["edges"]))}
         for key, shape in expected.items():
             if key not in tensors or tuple(tensors[key].shape) != shape:
                 raise IndexFormatError(directory / TENSORS, f"'{key}' missing or not of shape {shape}")
         edge_index = tensors["edge_index"]
-        if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
-            raise IndexFormatError(directory / TENSORS, "edge_index refers to passages that do not exist")
+        if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+            raise IndexFormatError(directory / TENSORS, "edge_index refers to nodes that do not exist")
         passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"])
         statistics = manifest["graph"]["statistics"]
         graph = Data(x=tensors["embeddings"], edge_index=edge_index, edge_weight=tensors["edge_weight"],
                      edge_source=tensors["edge_source"], num_nodes=n)
+        attach_entity_nodes(graph, json.loads((directory / ENTITIES).read_text()) if num_nodes > n else [])
         graph.builders, graph.leak = list(statistics.get("builders", manifest["graph"]["builders"])), bool(statistics.get("leak", False))
         phi = PhiSpec(**manifest["phi"])
         f_theta, info = None, manifest.get("f_theta")
@@ -613,8 +622,8 @@ class ISORAGIndex:
             f_theta = PoincareEncoder(arch["in_dim"], arch["out_dim"], arch["hidden_dim"], phi.curvature)
             f_theta.load_state_dict(_load_tensors(directory / F_THETA))
             f_theta.eval()
-            if "z" not in tensors or tuple(tensors["z"].shape) != (n, arch["out_dim"]):
-                raise IndexFormatError(directory / TENSORS, f"'z' missing or not of shape {(n, arch['out_dim'])}")
+            if "z" not in tensors or tuple(tensors["z"].shape) != (num_nodes, arch["out_dim"]):
+                raise IndexFormatError(directory / TENSORS, f"'z' missing or not of shape {(num_nodes, arch['out_dim'])}")
         index = cls(passages, tensors["embeddings"], graph, manifest["encoder"], phi, tensors["log_phi"], manifest["graph"]["builders"],
                     statistics, manifest["corpus_hash"], tensors.get("z"), f_theta, info, manifest.get("knobs", {}),
                     manifest.get("created"), tensors.get("knn_edges"))

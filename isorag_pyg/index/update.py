@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import torch
 from torch import Tensor
+from torch_geometric.data import Data
 
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph import GraphEdges, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.builders import knn
+from isorag_pyg.graph.corpus_graph import node_names
+from isorag_pyg.graph.entity_graph import num_passage_nodes
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
@@ -78,13 +81,10 @@ def apply_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_
     n = len(corpus)
     kept_old = old_to_new >= 0
     added_rows = torch.arange(int(kept_old.sum()), n)
-    edges = run_builders({k: v for k, v in index.graph_spec.items() if k != "knn"}, corpus, x)
-    knn_edges = None
-    if "knn" in index.graph_spec:
-        knn_edges = updated_knn(index.knn_edges, old_to_new, x, added_rows, index.graph_spec["knn"])
-        edges["knn"] = knn_edges
-    edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records)  # the builders' order, as in a rebuild
-    data = build_corpus_graph(corpus, x, edges)
+    data, knn_edges = updated_graph(index, corpus, x, old_to_new, added_rows)
+    if data.num_nodes > n or index.graph.num_nodes > len(index):
+        apply_entity_graph_update(index, corpus, x, data, knn_edges, added_rows, bool(kept_old.all()), report)
+        return
 
     old_edges = old_to_new[index.graph.edge_index]
     old_edges = old_edges[:, (old_edges >= 0).all(0)]
@@ -110,6 +110,41 @@ def apply_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_
     report.phi_recomputed = int(nodes.numel())
     ann = updated_ann(index.ann, x, added_rows, bool(kept_old.all()), report)
     index.replace_contents(corpus, x, data, z, log_phi, knn_edges, {**graph_statistics(data), "builders": list(data.builders)}, ann)
+
+
+def updated_graph(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_new: Tensor, added_rows: Tensor) -> tuple[Data, Tensor | None]:
+    """The graph over the updated corpus, as a rebuild makes it, and the k-NN builder's lists."""
+    edges = run_builders({k: v for k, v in index.graph_spec.items() if k != "knn"}, corpus, x)
+    knn_edges = None
+    if "knn" in index.graph_spec:
+        knn_edges = updated_knn(index.knn_edges, old_to_new, x, added_rows, index.graph_spec["knn"])
+        edges["knn"] = knn_edges
+    # the builders' order, as in a rebuild
+    edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records, entity_names=edges.entity_names)
+    return build_corpus_graph(corpus, x, edges), knn_edges
+
+
+def apply_entity_graph_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, data: Data, knn_edges: Tensor | None,
+                              added_rows: Tensor, appended_only: bool, report: UpdateReport) -> None:
+    """An update of an entity graph: entity nodes come and go and are renumbered with the
+    passages, so ball coordinates (from the stored f_θ) and φ are recomputed for every node;
+    edges added and removed are counted by node name (passage id, entity name)."""
+    old_keys, new_keys = _named_edges(index.graph), _named_edges(data)
+    report.edges_added, report.edges_removed = len(new_keys - old_keys), len(old_keys - new_keys)
+    z = None if index.z is None else index.f_theta.embed_all(data.x.float())
+    log_phi = log_phi_from_ball(data.edge_index, z, index.phi, num_nodes=data.num_nodes)
+    report.phi_recomputed = data.num_nodes
+    ann = updated_ann(index.ann, x, added_rows, appended_only, report)
+    index.replace_contents(corpus, x, data, z, log_phi, knn_edges, {**graph_statistics(data), "builders": list(data.builders)}, ann)
+
+
+def _named_edges(data: Data) -> set[tuple[tuple[str, str], tuple[str, str]]]:
+    """A graph's undirected edges as pairs of (node kind, name)."""
+    num_passages = num_passage_nodes(data)
+    names = [("passage" if i < num_passages else "entity", name) for i, name in enumerate(node_names(data))]
+    src, dst = data.edge_index
+    once = src < dst
+    return {(names[u], names[v]) for u, v in zip(src[once].tolist(), dst[once].tolist())}
 
 
 def updated_ann(ann: ANNIndex | None, x: Tensor, added_rows: Tensor, appended_only: bool, report: UpdateReport) -> ANNIndex | None:

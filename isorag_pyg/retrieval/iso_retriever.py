@@ -14,7 +14,7 @@ from isorag_pyg.retrieval.candidates import (
     dense_candidates,
 )
 from isorag_pyg.retrieval.graph_index import GraphIndex
-from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
+from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs, segment_ptr
 from isorag_pyg.retrieval.scoring import segment_minmax, segment_topk
 from isorag_pyg.retrieval.types import (
     Queries,
@@ -114,7 +114,7 @@ class ISORetriever:
 
     def sizes(self, k: int) -> tuple[int, int, int]:
         """(k, pool size L, seeds m), clipped to the corpus."""
-        n = self.index.num_nodes
+        n = self.index.num_passages
         k = check_k(k, n)
         pool = min(n, max(k, math.ceil(self.over_retrieval * k)))
         return k, pool, min(self.num_seeds, pool)
@@ -135,10 +135,15 @@ class ISORetriever:
         weight = None if self.up_edge_weight is None else self.up_edge_weight[local.edge_slot[keep]]
         ppr = personalized_pagerank(local.edge_index[:, keep], teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter, weight)
         pi = ppr.pi.squeeze(1)
-        dense = candidates.score(local.batch, local.node)
-        scaled = segment_minmax(torch.stack([pi, dense], 1), local.batch, local.ptr)
+        # passages only are ranked (an entity graph's entity nodes carry PPR mass, not answers)
+        ranked = (local.node < self.index.num_passages).nonzero().squeeze(1)
+        batch = local.batch[ranked]
+        ptr = segment_ptr(batch, num_queries)
+        dense = candidates.score(batch, local.node[ranked])
+        scaled = segment_minmax(torch.stack([pi[ranked], dense], 1), batch, ptr)
         fused = self.lambda_graph * scaled[:, 0] + self.lambda_dense * scaled[:, 1]
-        positions, top_scores = segment_topk(fused, local.batch, local.ptr, k)
+        positions, top_scores = segment_topk(fused, batch, ptr, k)
+        positions = torch.where(positions >= 0, ranked[positions.clamp_min(0)], positions)
         stats = {
             "queries": float(num_queries),
             "candidates": float(num_local),

@@ -23,7 +23,8 @@ class LocalGraphBatch:
     seeds: Tensor  # [Q, m] corpus rows of the seeds, best first
 
 
-def _ptr(batch: Tensor, num_groups: int) -> Tensor:
+def segment_ptr(batch: Tensor, num_groups: int) -> Tensor:
+    """Offsets of ``num_groups`` consecutive groups in a sorted ``batch`` vector."""
     counts = torch.bincount(batch, minlength=num_groups)
     return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
 
@@ -33,7 +34,7 @@ def cap_per_query(query: Tensor, score: Tensor, cap: int, num_queries: int) -> T
     order = torch.argsort(score, descending=True, stable=True)
     order = order[torch.argsort(query[order], stable=True)]
     grouped = query[order]
-    first = _ptr(grouped, num_queries)[:-1]
+    first = segment_ptr(grouped, num_queries)[:-1]
     rank = torch.arange(order.numel(), device=order.device) - first[grouped]
     return order[rank < cap]
 
@@ -75,4 +76,4 @@ def build_local_graphs(
     src, dst, slot = position[inside], target[inside], slot[inside]
     edge_index = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
     seed_pos = torch.searchsorted(keys, qids.unsqueeze(1) * n + seeds)
-    return LocalGraphBatch(node, batch, _ptr(batch, num_queries), edge_index, torch.cat([slot, slot]), seed_pos, seeds)
+    return LocalGraphBatch(node, batch, segment_ptr(batch, num_queries), edge_index, torch.cat([slot, slot]), seed_pos, seeds)
