@@ -30,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     build = commands.add_parser("index", help="build an index of a corpus and save it")
     build.add_argument("corpus", help="a .jsonl/.json/.csv file of passages, a dataset file, or a folder of .txt/.md documents")
     build.add_argument("out_dir", help="where to save the index (an existing index there is replaced atomically)")
-    build.add_argument("--graph", default="title_mention", help="graph builders, '+'-separated: title_mention, knn (default: title_mention)")
+    build.add_argument("--graph", default="auto", help="graph builders, '+'-separated: title_mention, entity_graph, adjacent, knn, ... "
+                       "(default: auto, chosen by what the corpus supports)")
     build.add_argument("--encoder", default=None, help="sentence-transformers name or path (default: the bundled all-MiniLM-L6-v2)")
     build.add_argument("--epochs", type=int, default=30, help="f_θ training epochs (default: 30)")
     build.add_argument("--p", type=float, default=None, help="φ's volume exponent: 0 counts nodes and needs no f_θ, > 0 trains f_θ for hyperbolic volumes (default: 0)")
@@ -101,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _index(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, SentenceEncoder
+    from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.utils.isoperimetric import PhiSpec
 
@@ -109,10 +111,10 @@ def _index(args: argparse.Namespace) -> list[str]:
     encoder = SentenceEncoder(args.encoder or DEFAULT_ENCODER, show_progress=not args.quiet, devices=args.encode_devices)
     phi = PhiSpec(**{k: v for k, v in (("p", args.p), ("shell_floor", args.shell_floor)) if v is not None})
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
-    graph = {name: {} for name in args.graph.split("+") if name}
+    graph = None if args.graph == "auto" else {name: {} for name in args.graph.split("+") if name}
     index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann)
     index.save(args.out_dir)
-    return [f"{args.out_dir}: {index!r}"]
+    return [f"{args.out_dir}: {index!r}", *describe_graph(index.statistics)]
 
 
 def _query(args: argparse.Namespace) -> list[str]:
@@ -185,9 +187,12 @@ def _tune(args: argparse.Namespace) -> list[str]:
 
 
 def _info(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
 
     info: dict[str, Any] = ISORAGIndex.load(args.index_dir, verify=not args.no_verify).info()
+    for line in describe_graph(info["graph"]["statistics"]):  # in words, beside the manifest on stdout
+        print(line, file=sys.stderr)
     return [json.dumps(info, indent=2, ensure_ascii=False)]
 
 

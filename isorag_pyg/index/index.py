@@ -35,7 +35,6 @@ from isorag_pyg.datasets.types import (
 )
 from isorag_pyg.encoders import SentenceEncoder, TextEncoder
 from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, resolve_model
-from isorag_pyg.graph.entity_graph import attach_entity_nodes
 from isorag_pyg.graph import (
     BUILDER_NAMES,
     EmptyGraphError,
@@ -43,6 +42,8 @@ from isorag_pyg.graph import (
     graph_statistics,
     run_builders,
 )
+from isorag_pyg.graph.auto import auto_graph, describe_graph
+from isorag_pyg.graph.entity_graph import attach_entity_nodes
 from isorag_pyg.index.passages import PassageStore, write_passages
 from isorag_pyg.index.storage import (
     FORMAT_VERSION,
@@ -95,7 +96,6 @@ def check_questions(questions: Sequence[str]) -> None:
                 question.encode()
             except UnicodeEncodeError:
                 raise ValueError(f"question {i} is not valid Unicode (a lone surrogate)") from None
-DEFAULT_GRAPH: dict[str, dict[str, Any]] = {"title_mention": {}}
 TENSORS, PASSAGES, F_THETA, ANN = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors", "ann.safetensors"
 ENTITIES = "entities.json"  # an entity graph's entity node names (rows after the passages)
 
@@ -233,8 +233,8 @@ class ISORAGIndex:
             encoder: a sentence-transformers name or path, or an encoder object (a
                 :class:`SentenceEncoder`, or anything with ``name``, ``fingerprint`` and
                 ``encode``) (default: the bundled all-MiniLM-L6-v2, offline; embeddings are cached).
-            graph: builder name -> arguments (default: ``{"title_mention": {}}``; see
-                :func:`~isorag_pyg.graph.run_builders`).
+            graph: builder name -> arguments (default: chosen by what the corpus supports,
+                :func:`~isorag_pyg.graph.auto.auto_graph`; see :func:`~isorag_pyg.graph.run_builders`).
             f_theta: how f_θ is trained, or an f_θ already trained (used as it is); ``None``:
                 no f_θ (then ``phi.p`` must be 0); ``"auto"``: the default training when ``phi``
                 needs coordinates (``p > 0``), else none. (default: ``"auto"``)
@@ -254,7 +254,7 @@ class ISORAGIndex:
         resolve_params(ann, ann_params, len(corpus))  # bad ANN arguments fail before minutes of encoding
         if f_theta is None and phi.needs_coordinates:
             raise ValueError(f"φ with p = {phi.p} needs f_θ: pass f_theta=FThetaConfig() or phi=PhiSpec(p=0)")
-        spec = {name: dict(kwargs or {}) for name, kwargs in (graph if graph is not None else DEFAULT_GRAPH).items()}
+        spec = {name: dict(kwargs or {}) for name, kwargs in (graph if graph is not None else auto_graph(corpus)).items()}
         if unknown := [name for name in spec if name not in BUILDER_NAMES]:  # before minutes of encoding
             raise ValueError(f"unknown graph builder {unknown[0]!r}; choose from {', '.join(BUILDER_NAMES)}")
         with tqdm(total=3 + (f_theta is not None) + (ann != "exact"), desc="index", disable=not progress, leave=False) as stages:
@@ -290,6 +290,8 @@ class ISORAGIndex:
                 stages.set_postfix_str(f"ANN ({ann})")
                 index.set_ann(ann, ann_params)
                 stages.update()
+        for line in describe_graph(index.statistics):  # a warning when most passages are isolated is logged as one
+            log.info(line)
         if index.leak:
             log.warning("LEAK: this graph is built from the evaluated questions' own contexts; its metrics are not held-out results")
         return index

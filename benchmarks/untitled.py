@@ -1,0 +1,162 @@
+"""Retrieval on corpora without titles: a user's own documents, where the graph must come from the text.
+
+    python -m benchmarks.untitled [--datasets 2wikimultihopqa musique hotpotqa] [--graphs title_mention comention entity_graph]
+    python benchmarks/untitled.py ...        (with the repository root on PYTHONPATH)
+
+For each shared dataset, with every passage's title blanked (ids kept, so gold passages are still
+known) and with titles kept, and for each graph (``title_mention``; ``comention``: the
+``entity_comention`` builder with df <= 20; ``entity_graph``: passage + entity nodes from the
+LLM-free rule extractor; ``adjacent`` never applies here: these corpora are not chunked
+documents) the script
+
+1. builds the graph over the TRAINING questions' corpus and chooses, on the training questions
+   only, ISO-RAG's knobs (real φ) over ``ISO_GRID`` and global PPR's over ``PPR_GRID`` (best
+   Recall@5, first in grid order on ties);
+2. builds the same graph over the dev corpus and reports, on the dev questions (never used for any
+   choice): dense, BM25, global PPR (default and train-tuned knobs), ISO-RAG with the index's
+   default knobs (``iso``: what ``ISORAGIndex.build`` stores for that graph, see
+   isorag_pyg/graph/auto.py) and with the train-tuned knobs, and the uniform and shuffled φ
+   ablations of both.
+
+It also times the LLM-free entity graph over the 6,119-passage 2Wiki corpus from cached
+embeddings. Writes benchmarks/results/untitled.json.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import logging
+import time
+from typing import Any
+
+import torch
+
+from benchmarks._common import eval_config, write_json
+from isorag_pyg import ISORAGIndex, PhiSpec
+from isorag_pyg.datasets.types import Passage, QADataset
+from isorag_pyg.evaluation.metrics import retrieval_metrics
+from isorag_pyg.graph import build_corpus_graph, run_builders
+from isorag_pyg.jobs.config import split_datasets
+from isorag_pyg.retrieval import Queries
+
+GRAPHS: dict[str, dict[str, dict[str, Any]]] = {
+    "title_mention": {"title_mention": {}},
+    "comention": {"entity_comention": {"max_df": 20}},
+    "entity_graph": {"entity_graph": {}},
+}
+ISO_GRID = {"hops": [1, 2], "alpha": [0.5, 0.85], "beta": [0.05, 0.2, 0.5], "lambda_graph": [0.9, 0.5]}
+PPR_GRID = {"alpha": [0.5, 0.7, 0.85], "lambda_graph": [1.0, 0.9]}
+ABLATIONS = ("uniform", "shuffled")
+
+
+def grid_settings(grid: dict[str, list]) -> list[dict[str, Any]]:
+    """Every point of ``grid``; ``lambda_dense`` follows ``lambda_graph`` (they sum to 1)."""
+    out = []
+    for values in itertools.product(*grid.values()):
+        setting = dict(zip(grid, values))
+        if "lambda_graph" in setting:
+            setting["lambda_dense"] = round(1.0 - setting["lambda_graph"], 6)
+        out.append(setting)
+    return out
+
+
+def blanked(corpus: list[Passage]) -> list[Passage]:
+    """The corpus with every title blanked, ids kept."""
+    return [dataclasses.replace(p, title="") for p in corpus]
+
+
+@dataclasses.dataclass
+class Split:
+    """An index over one split's corpus, its encoded questions and their gold rows."""
+
+    index: ISORAGIndex
+    queries: Queries
+    gold: list[set[int]]
+
+    def recall(self, retriever: str, **knobs: Any) -> dict[str, float]:
+        result = self.index.retriever(retriever, device="cpu", **knobs).retrieve(self.queries, 10)
+        return retrieval_metrics(result.indices, self.gold)
+
+
+def prepare(dataset: QADataset, titles: bool, graph: dict[str, Any]) -> Split:
+    """Index ``dataset``'s corpus (titles kept or blanked) with ``graph`` (φ counts nodes, no f_θ)."""
+    corpus = dataset.corpus if titles else blanked(dataset.corpus)
+    index = ISORAGIndex.build(corpus, graph=graph, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    row_of_text = {(p.title, p.text): r for r, p in enumerate(index.passages)}  # passages merged as duplicates keep a row
+    original = {p.id: (p.title, p.text) for p in corpus}
+    gold = []
+    for q in dataset.questions:
+        rows = {index.passages.row_of(g) for g in q.gold_ids}
+        rows |= {row_of_text.get(original[g]) for g in q.gold_ids if index.passages.row_of(g) is None and g in original}
+        gold.append({r for r in rows if r is not None})
+    texts = [q.text for q in dataset.questions]
+    return Split(index, index.encode_questions(texts), gold)
+
+
+def best(split: Split, retriever: str, grid: dict[str, list]) -> tuple[dict[str, Any], float]:
+    """The setting of ``grid`` with the best Recall@5 of ``retriever`` on ``split``."""
+    scored = [(split.recall(retriever, **s)["recall@5"], i, s) for i, s in enumerate(grid_settings(grid))]
+    recall, _, setting = max(scored, key=lambda t: (t[0], -t[1]))
+    return setting, recall
+
+
+def evaluate(train: Split, dev: Split) -> dict[str, Any]:
+    """Knobs chosen on ``train``; every retriever's metrics on ``dev``."""
+    iso_knobs, iso_train = best(train, "iso", ISO_GRID)
+    ppr_knobs, ppr_train = best(train, "ppr", PPR_GRID)
+    runs = {"dense": {}, "bm25": {}, "ppr": {}, "ppr_tuned": ppr_knobs, "iso": {}, "iso_tuned": iso_knobs}
+    for mode in ABLATIONS:
+        runs[f"iso_{mode}"] = {"phi_mode": mode}
+        runs[f"iso_tuned_{mode}"] = {**iso_knobs, "phi_mode": mode}
+    metrics = {}
+    for label, knobs in runs.items():
+        name = label.split("_")[0] if label.startswith(("iso", "ppr")) else label
+        metrics[label] = dev.recall(name, **knobs)
+    return {"train_choice": {"iso": iso_knobs, "iso_train_recall@5": iso_train, "ppr": ppr_knobs, "ppr_train_recall@5": ppr_train},
+            "index_knobs": dev.index.knobs, "statistics": _statistics(dev.index), "metrics": metrics}
+
+
+def _statistics(index: ISORAGIndex) -> dict[str, Any]:
+    keys = ("passages", "entities", "edges", "isolated_passage_share", "degree_max", "largest_hubs")
+    return {k: index.statistics.get(k) for k in keys}
+
+
+def entity_graph_seconds(corpus: list[Passage]) -> dict[str, float]:
+    """Seconds to build the entity graph over ``corpus`` (blank titles) from cached embeddings."""
+    index = ISORAGIndex.build(blanked(corpus), graph={"title_mention": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    start = time.perf_counter()
+    edges = run_builders({"entity_graph": {}}, list(index.passages), index.embeddings)
+    build_corpus_graph(list(index.passages), index.embeddings, edges)
+    seconds = time.perf_counter() - start
+    return {"passages": len(index), "seconds": seconds, "passages_per_second": len(index) / seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=["2wikimultihopqa", "musique", "hotpotqa"])
+    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
+    parser.add_argument("--titles", nargs="+", default=["blank", "kept"], choices=["blank", "kept"])
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    results, timing = [], None
+    for dataset in args.datasets:
+        dev_ds, train_ds = split_datasets(eval_config(f"dataset={dataset}"))
+        if dataset == "2wikimultihopqa":
+            timing = entity_graph_seconds(dev_ds.corpus)
+            print(f"entity graph over {timing['passages']} 2Wiki passages: {timing['seconds']:.1f} s", flush=True)
+        for titles, graph in itertools.product(args.titles, args.graphs):
+            start = time.perf_counter()
+            entry = evaluate(prepare(train_ds, titles == "kept", GRAPHS[graph]), prepare(dev_ds, titles == "kept", GRAPHS[graph]))
+            entry = {"dataset": dataset, "titles": titles, "graph": graph, "n_questions": len(dev_ds.questions),
+                     "seconds": time.perf_counter() - start, **entry}
+            results.append(entry)
+            r5 = {k: round(v["recall@5"], 3) for k, v in entry["metrics"].items()}
+            print(f"{dataset} titles {titles} {graph}: {r5}", flush=True)
+    write_json("untitled.json", {"split": "dev; knobs chosen on the training questions (iso_tuned, ppr_tuned) or the index defaults",
+                                 "iso_grid": ISO_GRID, "ppr_grid": PPR_GRID, "entity_graph_2wiki": timing, "results": results})
+
+
+if __name__ == "__main__":
+    main()
