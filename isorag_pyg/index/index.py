@@ -523,12 +523,12 @@ class ISORAGIndex:
 
         queries = self.encode_questions([question])
         trace = self.retriever("iso", **knobs).retrieve(queries, k, trace=True).traces[0]
-        rows = set(trace["candidates"])
-        names = self.graph.entity_names if len(self) < self.graph.num_nodes else []  # an entity graph's entity nodes
-        titles = {r: self.passages[r].title if r < len(self) else names[r - len(self)] for r in rows}
+        rows = sorted(set(trace["candidates"]))
+        records = dict(zip(rows, self.node_records(rows)))
+        titles = {r: title for r, (_, title, _) in records.items()}
         if png_path is not None:
             plot_case_study(trace, set(), titles, question, png_path)
-        ids = {r: self.passages[r].id if r < len(self) else f"entity:{names[r - len(self)]}" for r in rows}
+        ids = {r: pid for r, (pid, _, _) in records.items()}
         return {
             "question": question,
             "seeds": [ids[r] for r in trace["seeds"]],
@@ -538,6 +538,19 @@ class ISORAGIndex:
             "ppr": {ids[r]: mass for r, mass in trace["ppr"].items()},
             "top": [{"id": ids[r], "title": titles[r], "score": score} for r, score in trace["top"]],
         }
+
+    def node_records(self, rows: Iterable[int]) -> list[tuple[str, str, str]]:
+        """(id, title, text) of graph nodes: a passage's own, or an entity graph's entity node's
+        (``"entity:<name>"``, name, ``""``)."""
+        names = getattr(self.graph, "entity_names", [])
+        out = []
+        for r in rows:
+            if r < len(self):
+                p = self.passages[r]
+                out.append((p.id, p.title, p.text))
+            else:
+                out.append((f"entity:{names[r - len(self)]}", names[r - len(self)], ""))
+        return out
 
     # ----------------------------------------------------------------------------- storage
     def manifest(self) -> dict[str, Any]:

@@ -75,16 +75,18 @@ class ISORAGFeatureStore:
     def load_subgraph(self, sample: SamplerOutput) -> Data:
         """The local graph with features: ``x``, ``edge_index`` (local), ``node_idx`` (corpus
         rows), ``edge_idx`` (corpus edges), ``passage_id``, ``title``, ``text``, ``dense_score``,
-        ``log_phi`` (the retriever's φ) and ``seed_index`` (local positions of the seeds)."""
+        ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds) and
+        ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text)."""
         node = sample.node
-        passages = [self.index.passages[i] for i in node.tolist()]
+        records = self.index.node_records(node.tolist())
         local = node.to(self.retriever.index.device)
         dense = self.last_candidates.score(torch.zeros_like(local), local).cpu()
         return Data(
             x=self.retriever.index.embeddings[node.to(self.retriever.index.device)].cpu(),
             edge_index=torch.stack([sample.row, sample.col]).cpu(), num_nodes=node.numel(),
-            node_idx=node.cpu(), edge_idx=sample.edge.cpu(), passage_id=[p.id for p in passages],
-            title=[p.title for p in passages], text=[p.text for p in passages], dense_score=dense,
+            node_idx=node.cpu(), edge_idx=sample.edge.cpu(), passage_id=[r[0] for r in records],
+            title=[r[1] for r in records], text=[r[2] for r in records], dense_score=dense,
+            node_type=(node >= len(self.index)).long().cpu(),
             log_phi=self.retriever.log_phi[node.to(self.retriever.log_phi.device)].cpu(), seed_index=sample.metadata["seed_index"].cpu(),
         )
 
@@ -142,8 +144,9 @@ class ISORAGGraphStore:
 class ISOSubgraphFilter:
     """``subgraph_filter`` for the loader: the isoperimetric filter on the local graph, then
     personalized PageRank teleporting to the seeds (``softmax(tau * dense)``); adds ``ppr``,
-    ``score`` (``lambda_graph * minmax(ppr) + lambda_dense * minmax(dense)``) and
-    ``num_removed_edges`` to the data."""
+    ``score`` (``lambda_graph * minmax(ppr) + lambda_dense * minmax(dense)`` over the passages;
+    ``-inf`` for an entity graph's entity nodes, which are not ranked) and ``num_removed_edges``
+    to the data."""
 
     def __init__(self, retriever: ISORetriever):
         self.retriever = retriever
@@ -155,10 +158,13 @@ class ISOSubgraphFilter:
         teleport = torch.zeros(data.num_nodes)
         teleport[data.seed_index] = teleport_weights(data.dense_score[data.seed_index].unsqueeze(0), r.tau)[0]
         pi = personalized_pagerank(data.edge_index, teleport, r.alpha, tol=r.tol, max_iter=r.max_iter).pi.squeeze(1)
-        segment = torch.zeros(data.num_nodes, dtype=torch.long)
-        scaled = segment_minmax(torch.stack([pi, data.dense_score], 1), segment, torch.tensor([0, data.num_nodes]))
+        passage = data.node_type == 0
+        count = int(passage.sum())
+        scaled = segment_minmax(torch.stack([pi[passage], data.dense_score[passage]], 1), torch.zeros(count, dtype=torch.long),
+                                torch.tensor([0, count]))
         data.ppr = pi
-        data.score = r.lambda_graph * scaled[:, 0] + r.lambda_dense * scaled[:, 1]
+        data.score = torch.full((data.num_nodes,), float("-inf"))
+        data.score[passage] = r.lambda_graph * scaled[:, 0] + r.lambda_dense * scaled[:, 1]
         return data
 
 
