@@ -1,17 +1,19 @@
 """Retrieval on corpora without titles: a user's own documents, where the graph must come from the text.
 
-    python -m benchmarks.untitled [--datasets 2wikimultihopqa musique hotpotqa] [--graphs title_mention comention entity_graph]
+    python -m benchmarks.untitled [--datasets musique hotpotqa 2wikimultihopqa] [--graphs title_mention comention entity_graph auto]
     python benchmarks/untitled.py ...        (with the repository root on PYTHONPATH)
 
 For each shared dataset, with every passage's title blanked (ids kept, so gold passages are still
 known) and with titles kept, and for each graph (``title_mention``; ``comention``: the
 ``entity_comention`` builder with df <= 20; ``entity_graph``: passage + entity nodes from the
-LLM-free rule extractor; ``adjacent`` never applies here: these corpora are not chunked
-documents) the script
+LLM-free rule extractor; ``auto``: what ``ISORAGIndex.build`` chooses by default, reported with
+titles kept, where it differs from ``entity_graph``; ``adjacent`` never applies here: these
+corpora are not chunked documents) the script
 
-1. builds the graph over the TRAINING questions' corpus and chooses, on the training questions
-   only, ISO-RAG's knobs (real φ) over ``ISO_GRID`` and global PPR's over ``PPR_GRID`` (best
-   Recall@5, first in grid order on ties);
+1. builds the graph over the TRAINING questions' corpus (the first ``--train-questions``
+   training questions and the passages of their contexts, where the training file gives
+   contexts) and chooses, on those training questions only, ISO-RAG's knobs (real φ) over
+   ``ISO_GRID`` and global PPR's over ``PPR_GRID`` (best Recall@5, first in grid order on ties);
 2. builds the same graph over the dev corpus and reports, on the dev questions (never used for any
    choice): dense, BM25, global PPR (default and train-tuned knobs), ISO-RAG with the index's
    default knobs (``iso``: what ``ISORAGIndex.build`` stores for that graph, see
@@ -30,9 +32,7 @@ import logging
 import time
 from typing import Any
 
-import torch
-
-from benchmarks._common import eval_config, write_json
+from benchmarks._common import eval_config, results_name, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.evaluation.metrics import retrieval_metrics
@@ -40,10 +40,11 @@ from isorag_pyg.graph import build_corpus_graph, run_builders
 from isorag_pyg.jobs.config import split_datasets
 from isorag_pyg.retrieval import Queries
 
-GRAPHS: dict[str, dict[str, dict[str, Any]]] = {
+GRAPHS: dict[str, dict[str, dict[str, Any]] | None] = {
     "title_mention": {"title_mention": {}},
     "comention": {"entity_comention": {"max_df": 20}},
     "entity_graph": {"entity_graph": {}},
+    "auto": None,  # ISORAGIndex.build's own choice
 }
 ISO_GRID = {"hops": [1, 2], "alpha": [0.5, 0.85], "beta": [0.05, 0.2, 0.5], "lambda_graph": [0.9, 0.5]}
 PPR_GRID = {"alpha": [0.5, 0.7, 0.85], "lambda_graph": [1.0, 0.9]}
@@ -79,7 +80,17 @@ class Split:
         return retrieval_metrics(result.indices, self.gold)
 
 
-def prepare(dataset: QADataset, titles: bool, graph: dict[str, Any]) -> Split:
+def training_subset(dataset: QADataset, num_questions: int) -> QADataset:
+    """The first ``num_questions`` questions over the passages of their contexts (the whole
+    corpus where the file gives no contexts)."""
+    questions = dataset.questions[:num_questions]
+    if not all(q.context_ids for q in questions):
+        return dataclasses.replace(dataset, questions=questions)
+    wanted = {pid for q in questions for pid in q.context_ids}
+    return dataclasses.replace(dataset, questions=questions, corpus=[p for p in dataset.corpus if p.id in wanted])
+
+
+def prepare(dataset: QADataset, titles: bool, graph: dict[str, Any] | None) -> Split:
     """Index ``dataset``'s corpus (titles kept or blanked) with ``graph`` (φ counts nodes, no f_θ)."""
     corpus = dataset.corpus if titles else blanked(dataset.corpus)
     index = ISORAGIndex.build(corpus, graph=graph, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
@@ -122,9 +133,8 @@ def _statistics(index: ISORAGIndex) -> dict[str, Any]:
     return {k: index.statistics.get(k) for k in keys}
 
 
-def entity_graph_seconds(corpus: list[Passage]) -> dict[str, float]:
-    """Seconds to build the entity graph over ``corpus`` (blank titles) from cached embeddings."""
-    index = ISORAGIndex.build(blanked(corpus), graph={"title_mention": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+def entity_graph_seconds(index: ISORAGIndex) -> dict[str, float]:
+    """Seconds to build the entity graph over ``index``'s passages from its embeddings."""
     start = time.perf_counter()
     edges = run_builders({"entity_graph": {}}, list(index.passages), index.embeddings)
     build_corpus_graph(list(index.passages), index.embeddings, edges)
@@ -134,28 +144,36 @@ def entity_graph_seconds(corpus: list[Passage]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", nargs="+", default=["2wikimultihopqa", "musique", "hotpotqa"])
+    parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
     parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
     parser.add_argument("--titles", nargs="+", default=["blank", "kept"], choices=["blank", "kept"])
+    parser.add_argument("--train-questions", type=int, default=100, help="training questions the knobs are chosen on")
+    parser.add_argument("--out", type=results_name, default="untitled.json", help="results file under benchmarks/results/")
     args = parser.parse_args()
+    if args.train_questions < 1:
+        raise SystemExit("--train-questions must be >= 1")
     logging.basicConfig(level=logging.WARNING)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     results, timing = [], None
     for dataset in args.datasets:
         dev_ds, train_ds = split_datasets(eval_config(f"dataset={dataset}"))
-        if dataset == "2wikimultihopqa":
-            timing = entity_graph_seconds(dev_ds.corpus)
-            print(f"entity graph over {timing['passages']} 2Wiki passages: {timing['seconds']:.1f} s", flush=True)
+        train_ds = training_subset(train_ds, args.train_questions)
         for titles, graph in itertools.product(args.titles, args.graphs):
+            if graph == "auto" and titles == "blank":
+                continue  # blank titles: the automatic graph is the entity graph alone
             start = time.perf_counter()
-            entry = evaluate(prepare(train_ds, titles == "kept", GRAPHS[graph]), prepare(dev_ds, titles == "kept", GRAPHS[graph]))
-            entry = {"dataset": dataset, "titles": titles, "graph": graph, "n_questions": len(dev_ds.questions),
-                     "seconds": time.perf_counter() - start, **entry}
+            dev = prepare(dev_ds, titles == "kept", GRAPHS[graph])
+            if dataset == "2wikimultihopqa" and titles == "blank" and timing is None:
+                timing = entity_graph_seconds(dev.index)
+                print(f"entity graph over {timing['passages']} 2Wiki passages from cached embeddings: {timing['seconds']:.1f} s", flush=True)
+            entry = evaluate(prepare(train_ds, titles == "kept", GRAPHS[graph]), dev)
+            entry = {"dataset": dataset, "titles": titles, "graph": graph, "builders": dev.index.statistics["builders"],
+                     "n_questions": len(dev_ds.questions), "n_train_questions": len(train_ds.questions), "seconds": time.perf_counter() - start,
+                     **entry}
             results.append(entry)
             r5 = {k: round(v["recall@5"], 3) for k, v in entry["metrics"].items()}
             print(f"{dataset} titles {titles} {graph}: {r5}", flush=True)
-    write_json("untitled.json", {"split": "dev; knobs chosen on the training questions (iso_tuned, ppr_tuned) or the index defaults",
-                                 "iso_grid": ISO_GRID, "ppr_grid": PPR_GRID, "entity_graph_2wiki": timing, "results": results})
+            write_json(args.out, {"split": "dev; knobs chosen on training questions (iso_tuned, ppr_tuned) or the index defaults (iso, ppr)",
+                                  "iso_grid": ISO_GRID, "ppr_grid": PPR_GRID, "entity_graph_2wiki": timing, "results": results})
 
 
 if __name__ == "__main__":
