@@ -10,9 +10,12 @@ LLM-free rule extractor; ``auto``: what ``ISORAGIndex.build`` chooses by default
 titles kept, where it differs from ``entity_graph``; ``adjacent`` never applies here: these
 corpora are not chunked documents) the script
 
-1. builds the graph over the TRAINING questions' corpus (the first ``--train-questions``
-   training questions and the passages of their contexts, where the training file gives
-   contexts) and chooses, on those training questions only, ISO-RAG's knobs (real φ) over
+The question sets are cut to fit a shared 2-core machine: the first ``--dev-questions`` dev and
+``--train-questions`` training questions, each over the passages of their own contexts (the
+real distractors), or for 2Wiki's dev file, which names gold titles only, over their gold
+passages plus passages of the full corpus drawn at random, ``--dev-passages`` in all. Then
+
+1. builds the graph over the training questions' corpus and chooses, on those training questions only, ISO-RAG's knobs (real φ) over
    ``ISO_GRID`` and global PPR's over ``PPR_GRID`` (best Recall@5, first in grid order on ties);
 2. builds the same graph over the dev corpus and reports, on the dev questions (never used for any
    choice): dense, BM25, global PPR (default and train-tuned knobs), ISO-RAG with the index's
@@ -31,6 +34,8 @@ import itertools
 import logging
 import time
 from typing import Any
+
+import torch
 
 from benchmarks._common import eval_config, results_name, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
@@ -80,14 +85,23 @@ class Split:
         return retrieval_metrics(result.indices, self.gold)
 
 
-def training_subset(dataset: QADataset, num_questions: int) -> QADataset:
-    """The first ``num_questions`` questions over the passages of their contexts (the whole
-    corpus where the file gives no contexts)."""
+def question_subset(dataset: QADataset, num_questions: int, num_passages: int, seed: int = 0) -> tuple[QADataset, str]:
+    """The first ``num_questions`` questions over the passages of their contexts where the file
+    gives contexts; otherwise (2Wiki's titles-only dev file) over their gold passages plus passages
+    drawn at random (seeded) from the rest of the corpus, ``num_passages`` in all. Returns the
+    subset and how its corpus was made."""
     questions = dataset.questions[:num_questions]
-    if not all(q.context_ids for q in questions):
-        return dataclasses.replace(dataset, questions=questions)
-    wanted = {pid for q in questions for pid in q.context_ids}
-    return dataclasses.replace(dataset, questions=questions, corpus=[p for p in dataset.corpus if p.id in wanted])
+    if all(q.context_ids for q in questions):
+        wanted = {pid for q in questions for pid in q.context_ids}
+        how = "the passages of these questions' contexts"
+    else:
+        wanted = {pid for q in questions for pid in q.gold_ids}
+        rest = [p.id for p in dataset.corpus if p.id not in wanted]
+        order = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed)).tolist()
+        wanted |= {rest[i] for i in order[: max(0, num_passages - len(wanted))]}
+        how = f"these questions' gold passages plus passages of the full corpus drawn at random (seed {seed})"
+    corpus = [p for p in dataset.corpus if p.id in wanted]
+    return dataclasses.replace(dataset, questions=questions, corpus=corpus), f"{len(questions)} questions, {len(corpus)} passages: {how}"
 
 
 def prepare(dataset: QADataset, titles: bool, graph: dict[str, Any] | None) -> Split:
@@ -147,16 +161,19 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["musique", "hotpotqa", "2wikimultihopqa"])
     parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
     parser.add_argument("--titles", nargs="+", default=["blank", "kept"], choices=["blank", "kept"])
-    parser.add_argument("--train-questions", type=int, default=100, help="training questions the knobs are chosen on")
+    parser.add_argument("--train-questions", type=int, default=50, help="training questions the knobs are chosen on")
+    parser.add_argument("--dev-questions", type=int, default=100, help="dev questions evaluated (the first ones)")
+    parser.add_argument("--dev-passages", type=int, default=1200, help="corpus size where the dev file gives no contexts (2Wiki)")
     parser.add_argument("--out", type=results_name, default="untitled.json", help="results file under benchmarks/results/")
     args = parser.parse_args()
-    if args.train_questions < 1:
-        raise SystemExit("--train-questions must be >= 1")
+    if min(args.train_questions, args.dev_questions, args.dev_passages) < 1:
+        raise SystemExit("--train-questions, --dev-questions and --dev-passages must be >= 1")
     logging.basicConfig(level=logging.WARNING)
     results, timing = [], None
     for dataset in args.datasets:
         dev_ds, train_ds = split_datasets(eval_config(f"dataset={dataset}"))
-        train_ds = training_subset(train_ds, args.train_questions)
+        dev_ds, dev_corpus = question_subset(dev_ds, args.dev_questions, args.dev_passages)
+        train_ds, train_corpus = question_subset(train_ds, args.train_questions, args.dev_passages)
         for titles, graph in itertools.product(args.titles, args.graphs):
             if graph == "auto" and titles == "blank":
                 continue  # blank titles: the automatic graph is the entity graph alone
@@ -167,8 +184,7 @@ def main() -> None:
                 print(f"entity graph over {timing['passages']} 2Wiki passages from cached embeddings: {timing['seconds']:.1f} s", flush=True)
             entry = evaluate(prepare(train_ds, titles == "kept", GRAPHS[graph]), dev)
             entry = {"dataset": dataset, "titles": titles, "graph": graph, "builders": dev.index.statistics["builders"],
-                     "n_questions": len(dev_ds.questions), "n_train_questions": len(train_ds.questions), "seconds": time.perf_counter() - start,
-                     **entry}
+                     "dev": dev_corpus, "train": train_corpus, "seconds": time.perf_counter() - start, **entry}
             results.append(entry)
             r5 = {k: round(v["recall@5"], 3) for k, v in entry["metrics"].items()}
             print(f"{dataset} titles {titles} {graph}: {r5}", flush=True)
