@@ -39,6 +39,18 @@ def auto_graph(corpus: list[Passage]) -> dict[str, dict[str, Any]]:
     return spec
 
 
+#: Retriever knobs an index stores when its graph has entity nodes (chosen on training questions
+#: by benchmarks/untitled.py: with passage seeds, a passage reaches the passages that share an
+#: entity with it in two hops).
+ENTITY_GRAPH_KNOBS: dict[str, dict[str, Any]] = {"iso": {"hops": 2}}
+
+
+def graph_knobs(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The retriever knobs an index with graph ``spec`` starts with (:data:`ENTITY_GRAPH_KNOBS`
+    when it has an entity graph, else none: the retrievers' defaults)."""
+    return {name: dict(knobs) for name, knobs in ENTITY_GRAPH_KNOBS.items()} if "entity_graph" in spec else {}
+
+
 def describe_graph(statistics: Mapping[str, Any]) -> list[str]:
     """The graph's statistics in a few lines: nodes, edges, isolated passages, the largest hubs by
     name, and a warning when most passages are isolated (also logged)."""

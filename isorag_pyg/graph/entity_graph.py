@@ -79,12 +79,16 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
     if min_passages < 1 or (max_passages is not None and max_passages < min_passages):
         raise ValueError(f"need 1 <= min_passages <= max_passages, got {min_passages}, {max_passages}")
     block: dict[str, str] = {}  # near-duplicate blocking key -> the first key seen
+    memo: dict[str, str] = {}  # raw string -> its key (raw strings repeat across passages)
     surface: dict[str, Counter] = {}
     mentioned: dict[str, set[int]] = {}
 
     def key_of(raw: str) -> str:
-        key = normalize_entity(raw)
-        return block.setdefault(_near_duplicate_key(key), key) if key else ""
+        key = memo.get(raw)
+        if key is None:
+            normal = normalize_entity(raw)
+            key = memo[raw] = block.setdefault(_near_duplicate_key(normal), normal) if normal else ""
+        return key
 
     for row, names in enumerate(extraction.entities):
         for raw in names:
@@ -93,8 +97,11 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
                 surface.setdefault(key, Counter())[raw.strip()] += 1
     kept = [key for key, rows in mentioned.items() if len(rows) >= min_passages and (max_passages is None or len(rows) <= max_passages)]
     node = {key: num_passages + i for i, key in enumerate(kept)}
-    pairs = sorted((row, node[key]) for key in kept for row in mentioned[key])
-    mentions = torch.tensor(pairs, dtype=torch.long).t().reshape(2, -1)
+    rows = torch.tensor([row for key in kept for row in mentioned[key]], dtype=torch.long)
+    cols = torch.repeat_interleave(torch.arange(num_passages, num_passages + len(kept)),
+                                   torch.tensor([len(mentioned[key]) for key in kept], dtype=torch.long))
+    order = torch.argsort(rows * (num_passages + len(kept)) + cols)  # by passage, then entity
+    mentions = torch.stack([rows[order], cols[order]])
     relation_pairs = set()
     for triples in extraction.triples:
         for subject, _, obj in triples:

@@ -42,7 +42,7 @@ from isorag_pyg.graph import (
     graph_statistics,
     run_builders,
 )
-from isorag_pyg.graph.auto import auto_graph, describe_graph
+from isorag_pyg.graph.auto import auto_graph, describe_graph, graph_knobs
 from isorag_pyg.graph.entity_graph import attach_entity_nodes
 from isorag_pyg.index.passages import PassageStore, write_passages
 from isorag_pyg.index.storage import (
@@ -275,7 +275,7 @@ class ISORAGIndex:
             index = cls(
                 PassageStore(corpus), x, data, {"name": encoder.name, "fingerprint": encoder.fingerprint, "dim": int(x.size(1))}, phi,
                 torch.empty(0), spec, {**graph_statistics(data), "builders": list(data.builders)}, corpus_hash(corpus),
-                knn_edges=edges.get("knn"),
+                knn_edges=edges.get("knn"), knobs=graph_knobs(spec),
             )
             if isinstance(f_theta, PoincareEncoder):
                 index.use_f_theta(f_theta)
