@@ -30,13 +30,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import json
 import logging
 import time
 from typing import Any
 
 import torch
 
-from benchmarks._common import eval_config, results_name, write_json
+from benchmarks._common import RESULTS, eval_config, results_name, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.evaluation.metrics import retrieval_metrics
@@ -193,8 +194,19 @@ def main() -> None:
             results.append(entry)
             r5 = {k: round(v["recall@5"], 3) for k, v in entry["metrics"].items()}
             print(f"{dataset} titles {titles} {graph}: {r5}", flush=True)
-            write_json(args.out, {"split": "dev; knobs chosen on training questions (iso_tuned, ppr_tuned) or the index defaults (iso, ppr)",
-                                  "iso_grid": ISO_GRID, "ppr_grid": PPR_GRID, "entity_graph_2wiki": timing, "results": results})
+            write_results(args.out, results, timing)
+
+
+def write_results(name: str, results: list[dict[str, Any]], timing: dict[str, Any] | None) -> None:
+    """Write ``results`` into ``RESULTS/name``, keeping the entries of other (dataset, titles,
+    graph) runs already there (so datasets can run as separate processes into one file)."""
+    path, key = RESULTS / name, (lambda e: (e["dataset"], e["titles"], e["graph"]))
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    mine = {key(e) for e in results}
+    merged = [e for e in old.get("results", []) if key(e) not in mine] + results
+    write_json(name, {"split": "dev; knobs chosen on training questions (iso_tuned, ppr_tuned) or the index defaults (iso, ppr)",
+                      "iso_grid": ISO_GRID, "ppr_grid": PPR_GRID, "entity_graph_2wiki": timing or old.get("entity_graph_2wiki"),
+                      "results": merged})
 
 
 if __name__ == "__main__":
