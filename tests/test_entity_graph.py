@@ -11,7 +11,7 @@ from torch_geometric.data import Data
 from isorag_pyg import FThetaConfig, ISORAGIndex, PhiSpec
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph import build_corpus_graph, graph_statistics, run_builders
-from isorag_pyg.graph.auto import auto_graph, describe_graph
+from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, auto_graph, describe_graph
 from isorag_pyg.graph.builders import adjacent
 from isorag_pyg.graph.entity_graph import (
     EXTRACTORS,
@@ -128,6 +128,7 @@ def index() -> ISORAGIndex:
 
 def test_index_over_an_untitled_corpus_is_an_entity_graph_ranking_passages(index, tmp_path):
     assert index.graph_spec == {"entity_graph": {}} and index.statistics["edges"] > 0 and index.graph.num_nodes > len(index)
+    assert index.knobs == ENTITY_GRAPH_KNOBS and index.retriever("iso").hops == ENTITY_GRAPH_KNOBS["iso"]["hops"]
     questions = ["Where was the director of Velmora born?", "Which country is Kostrov in?"]
     for name in ("iso", "ppr", "dense", "iso_uniform"):
         hits = index.retrieve(questions, k=5, retriever=name)
