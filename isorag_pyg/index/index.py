@@ -623,7 +623,7 @@ class ISORAGIndex:
                 raise IndexFormatError(directory / TENSORS, f"'{key}' missing or not of shape {shape}")
         edge_index = tensors["edge_index"]
         if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
-            raise IndexFormatError(directory / TENSORS, "edge_index refers to nodes that do not exist")
+            raise IndexFormatError(directory / TENSORS, "edge_index refers to entity nodes or passages that do not exist")
         passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"])
         statistics = manifest["graph"]["statistics"]
         graph = Data(x=tensors["embeddings"], edge_index=edge_index, edge_weight=tensors["edge_weight"],
