@@ -1,6 +1,6 @@
 """Collect an ablation multirun (``evaluate.py -m hparams_search=ablation_grid``) into one CSV and a plot.
 
-    python benchmarks/aggregate_ablation.py multirun/eval/musique/<time> [--out DIR]
+    python -m benchmarks.aggregate_ablation multirun/eval/musique/<time> [--out DIR]
 
 Writes ablation.csv (one row per job) and ablation.png (recall@5, precision@5 and the share of
 removed edges against β, one line per φ mode, one column per over-retrieval factor X).
@@ -15,8 +15,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+import matplotlib.pyplot as plt
+from omegaconf import OmegaConf
 
 FIELDS = ["dataset", "graph", "leak", "beta", "over_retrieval", "phi_mode", "recall@5", "recall@10", "precision@5",
           "precision@10", "removed_edge_fraction", "latency_ms_per_query"]

@@ -1,6 +1,6 @@
 """Approximate nearest-neighbour candidates against the exact scan, side by side in one run.
 
-    python benchmarks/ann.py [--sizes 100000 1000000] [--queries 1000] [--kinds hnsw ivf] [--datasets 2wikimultihopqa]
+    python -m benchmarks.ann [--sizes 100000 1000000] [--queries 1000] [--kinds hnsw ivf] [--datasets 2wikimultihopqa]
 
 ISO-RAG end to end (k = 10, conf/retriever/iso.yaml's knobs, queries already encoded) with the
 exact scan and with FAISS HNSW and IVF at their default parameters
@@ -34,18 +34,26 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import igraph as ig
 import torch
-from _common import add_override_argument, eval_config, retriever_config, write_json
-from latency import per_query_ms, single_query_ms
 
+from benchmarks.common import (
+    add_override_argument,
+    eval_config,
+    make_retriever,
+    per_query_ms,
+    retriever_config,
+    single_query_ms,
+    write_json,
+)
 from isorag_pyg.evaluation import evaluate_retrievers
 from isorag_pyg.graph import run_builders
 from isorag_pyg.jobs.evaluate import prepare_evaluation
-from isorag_pyg.retrieval import ANNIndex, GraphIndex, ISORetriever, Queries
+from isorag_pyg.retrieval import ANNIndex, ISORetriever, Queries, RetrievalGraph
 from isorag_pyg.retrieval.ann import SEARCH_PARAM
 from isorag_pyg.retrieval.candidates import candidate_chunk, dense_candidates
 
@@ -79,7 +87,7 @@ def ba_graph(n: int) -> torch.Tensor:
     return torch.cat([edges, edges.flip(0)], dim=1)
 
 
-def pools(index: GraphIndex, queries: torch.Tensor, size: int, ann: ANNIndex | None) -> torch.Tensor:
+def pools(index: RetrievalGraph, queries: torch.Tensor, size: int, ann: ANNIndex | None) -> torch.Tensor:
     """Every query's dense pool, in chunks."""
     chunk = candidate_chunk(index, ann)
     return torch.cat([dense_candidates(index, queries[i:i + chunk], size, ann).pool.cpu() for i in range(0, queries.size(0), chunk)])
@@ -91,7 +99,7 @@ def recall(found: torch.Tensor, exact: torch.Tensor) -> float:
     return float(hits.mean())
 
 
-def cosine_profile(index: GraphIndex, queries: torch.Tensor) -> dict[str, float]:
+def cosine_profile(index: RetrievalGraph, queries: torch.Tensor) -> dict[str, float]:
     """Mean cosine of a query's 1st, 10th and 50th passage: how the corpus compares with 2Wiki."""
     top = dense_candidates(index, queries[:200], min(50, index.num_nodes)).pool_scores
     return {f"top{rank}": float(top[:, rank - 1].mean()) for rank in (1, 10, 50) if rank <= top.size(1)}
@@ -125,7 +133,7 @@ def build_ann(kind: str, build: Callable[[str], ANNIndex], num_passages: int) ->
     return ann, row
 
 
-def sweep(ann: ANNIndex, index: GraphIndex, queries: torch.Tensor, exact_pool: torch.Tensor) -> list[dict[str, float]]:
+def sweep(ann: ANNIndex, index: RetrievalGraph, queries: torch.Tensor, exact_pool: torch.Tensor) -> list[dict[str, float]]:
     """Pool recall and batched FAISS search time at each value of the kind's search parameter
     (then back to the default)."""
     name = SEARCH_PARAM[ann.kind]
@@ -141,7 +149,7 @@ def sweep(ann: ANNIndex, index: GraphIndex, queries: torch.Tensor, exact_pool: t
     return rows
 
 
-def compare(name: str, build: Callable[[str], ANNIndex], make: Callable[[ANNIndex | None], ISORetriever], index: GraphIndex,
+def compare(name: str, build: Callable[[str], ANNIndex], make: Callable[[ANNIndex | None], ISORetriever], index: RetrievalGraph,
             queries: Queries, kinds: list[str], extra: Callable[[dict[str, ISORetriever]], dict[str, dict[str, Any]]] | None = None,
             ) -> dict[str, Any]:
     """Exact against every ANN kind (``build(kind)``) on one corpus; ``make(ann)`` gives ISO-RAG
@@ -188,13 +196,13 @@ def dataset_row(dataset: str, graph: str, overrides: list[str], num_queries: int
 
     def make(ann: ANNIndex | None) -> ISORetriever:
         assert inputs.index.ann is ann  # the index's own, as ISORAGIndex.retriever uses it
-        return inputs.retriever(rcfg)
+        return make_retriever(inputs, rcfg)
 
     def quality(retrievers: dict[str, ISORetriever]) -> dict[str, dict[str, Any]]:
         runs = evaluate_retrievers(retrievers, queries, gold, K)
         return {label: {key: run.metrics[key] for key in ("recall@5", "recall@10")} for label, run in runs.items()}
 
-    row = compare(f"{dataset}-dev ({graph})", build, make, inputs.index.graph_index("cpu"), queries, kinds, quality)
+    row = compare(f"{dataset}-dev ({graph})", build, make, inputs.index.retrieval_graph("cpu"), queries, kinds, quality)
     inputs.index.set_ann("exact")
     corpus = [inputs.index.passages[i] for i in range(len(inputs.index))]
     start = time.perf_counter()
@@ -211,7 +219,7 @@ def generated_row(n: int, num_queries: int, kinds: list[str], rcfg) -> dict[str,
     x, q = clustered_corpus(n, num_queries)
     edge_index = ba_graph(n)
     start = time.perf_counter()
-    index = GraphIndex(edge_index, x, "cpu", normalized=True)
+    index = RetrievalGraph(edge_index, x, "cpu", normalized=True)
     prepared = {"graph_index_s": time.perf_counter() - start, "graph_index_bytes": tensor_bytes(index)}
     log_phi = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     params = {k: rcfg[k] for k in ISO_KNOBS}

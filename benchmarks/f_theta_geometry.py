@@ -1,6 +1,6 @@
 """Does f_θ's hyperbolic geometry help retrieval? A control on the TRAINING questions.
 
-    python benchmarks/f_theta_geometry.py [--datasets musique hotpotqa 2wikimultihopqa] [--graph title_mention]
+    python -m benchmarks.f_theta_geometry [--datasets musique hotpotqa 2wikimultihopqa] [--graph title_mention]
 
 With volume exponent p = 0 every node has volume 1 and φ only counts nodes, so the ball
 coordinates play no part. This script trains f_θ in several variants on each training corpus
@@ -20,9 +20,16 @@ from __future__ import annotations
 import argparse
 import logging
 
-from _common import add_override_argument, eval_config, retriever_config, write_json
-from phi_signal import gap_auroc, profile_gap, useful_edge_mask
-
+from benchmarks.common import (
+    add_override_argument,
+    eval_config,
+    gap_auroc,
+    make_retriever,
+    profile_gap,
+    retriever_config,
+    useful_edge_mask,
+    write_json,
+)
 from isorag_pyg.evaluation import retrieval_metrics
 from isorag_pyg.jobs.evaluate import prepare_evaluation
 
@@ -49,7 +56,7 @@ def main() -> None:
         for variant, overrides in VARIANTS.items():
             cfg = eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train", *overrides, *args.override)
             inputs = prepare_evaluation(cfg)  # the index of this variant: f_θ trained with its overrides
-            edges = inputs.index.graph_index("cpu").up_edge_index  # each undirected edge once, as the retriever stores them
+            edges = inputs.index.retrieval_graph("cpu").up_edge_index  # each undirected edge once, as the retriever stores them
             if useful is None:
                 useful = useful_edge_mask(edges, inputs.gold, len(inputs.index))
             norm = inputs.index.z.norm(dim=-1)
@@ -57,7 +64,7 @@ def main() -> None:
             for p in exponents:
                 recalls = {}
                 for beta in BETAS:
-                    retriever = inputs.retriever(retriever_config("iso", p=p, beta=beta))
+                    retriever = make_retriever(inputs, retriever_config("iso", p=p, beta=beta))
                     result = retriever.retrieve(inputs.queries, cfg.k)
                     recalls[f"recall@5_beta{beta}"] = retrieval_metrics(result.indices, inputs.gold)["recall@5"]
                 row = {"dataset": dataset, "variant": "none (p = 0)" if p == 0 else variant, "p": p,

@@ -1,6 +1,6 @@
 """Offline cost of f_θ against corpus size: setup, one training epoch and peak memory.
 
-    python benchmarks/f_theta_scale.py [--nodes 10000 100000 1000000] [--m 5] [--dim 384] [--epochs 1]
+    python -m benchmarks.f_theta_scale [--nodes 10000 100000 1000000] [--m 5] [--dim 384] [--epochs 1]
 
 Each size runs in a fresh subprocess (peak RSS is that size's own) on a Barabási-Albert graph
 with ``m`` edges per new node (1M nodes, m=5: 5M undirected edges) and random unit features of
@@ -13,6 +13,7 @@ benchmarks/results/offline_cost.png (this curve next to φ's from phi_scale.json
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import subprocess
@@ -27,11 +28,11 @@ def one(n: int, m: int, dim: int, epochs: int) -> dict:
     import igraph as ig
     import lightning as L
     import torch
-    from _common import CONF
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
     from torch_geometric.data import Data
 
+    from benchmarks.common import CONF
     from isorag_pyg.training.datamodule import GraphTripletDataModule
     from isorag_pyg.training.module import HyperbolicEmbeddingModule
 
@@ -86,22 +87,21 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     if args.child:
         print(json.dumps(one(args.nodes[0], args.m, args.dim, args.epochs)))
         return
-    from _common import RESULTS, write_json
+    from benchmarks.common import REPO, RESULTS, write_json  # not in the measured children
 
     rows = []
     for n in args.nodes:
-        cmd = [sys.executable, __file__, "--child", "--nodes", str(n), "--m", str(args.m), "--dim", str(args.dim), "--epochs", str(args.epochs)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        cmd = [sys.executable, "-m", "benchmarks.f_theta_scale", "--child", "--nodes", str(n), "--m", str(args.m), "--dim", str(args.dim), "--epochs", str(args.epochs)]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
         row = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"{n:>9} nodes {row['undirected_edges']:>9} edges: setup {row['setup_seconds']:7.1f} s, epoch {row['seconds_per_epoch']:7.1f} s "
               f"({row['steps']} steps, {row['ms_per_step']:.1f} ms/step), peak {row['peak_rss_mib']:7.0f} MiB", flush=True)
         write_json("f_theta_scale.json", {"graph": f"Barabasi-Albert m={args.m}", "rows": rows, "partial": n != args.nodes[-1]})
-    for a, b in zip(rows, rows[1:]):
+    for a, b in itertools.pairwise(rows):
         print(f"x{b['nodes'] / a['nodes']:.0f} nodes: epoch time x{b['seconds_per_epoch'] / a['seconds_per_epoch']:.1f}, "
               f"setup x{b['setup_seconds'] / a['setup_seconds']:.1f}, peak memory x{b['peak_rss_mib'] / a['peak_rss_mib']:.1f}")
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """What an index costs: build, save, open and query it, on the 2Wiki corpus and a generated
 million-passage corpus, each figure measured in this run.
 
-    python benchmarks/index_scale.py [--passages 1000000] [--repeats 5]
+    python -m benchmarks.index_scale [--passages 1000000] [--repeats 5]
 
 * 2Wiki (6,119 passages, title-mention graph, f_θ 30 epochs): ``ISORAGIndex.build`` from cached
   embeddings (the first run embeds the corpus and fills the cache; that run is not timed), split
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, eval_config, write_json
+from benchmarks.common import REPO, eval_config, write_json
 
 OPEN_SCRIPT = """
 import json, re, sys, time
@@ -48,7 +48,7 @@ def build_2wiki(repeats: int, out: Path) -> dict:
     from isorag_pyg.jobs import config as conf
 
     cfg = eval_config("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false")
-    eval_ds, train_ds = conf.split_datasets(cfg)
+    eval_ds, _train_ds = conf.split_datasets(cfg)
     encoder = conf.encoder(cfg.encoder)
     encoder.encode([p.content for p in eval_ds.corpus])  # fills the embedding cache (untimed)
     start = time.perf_counter()
@@ -89,7 +89,8 @@ def generated_index(n: int, out: Path) -> dict:
 
     from isorag_pyg.datasets import Passage
     from isorag_pyg.graph import graph_statistics
-    from isorag_pyg.index.index import ISORAGIndex, corpus_hash
+    from isorag_pyg.index import ISORAGIndex, corpus_hash
+    from isorag_pyg.index.contents import IndexContents
     from isorag_pyg.index.passages import PassageStore
     from isorag_pyg.utils import PhiSpec, log_phi_from_ball
 
@@ -106,13 +107,15 @@ def generated_index(n: int, out: Path) -> dict:
     graph.builders, graph.leak = ["generated"], False
     spec = PhiSpec(p=0.0)
     log_phi = log_phi_from_ball(edge_index, None, spec, num_nodes=n)
-    index = ISORAGIndex(PassageStore(passages), x, graph, {"name": "random", "fingerprint": "none", "dim": 384}, spec, log_phi,
-                        {"generated": {"barabasi_m": 5}}, {**graph_statistics(graph), "builders": ["generated"]}, corpus_hash(passages))
+    contents = IndexContents(PassageStore(passages), x, graph, log_phi, {**graph_statistics(graph), "builders": ["generated"]},
+                             corpus_hash(passages))
+    index = ISORAGIndex(contents=contents, encoder={"name": "random", "fingerprint": "none", "dim": 384}, phi=spec,
+                        graph_spec={"generated": {"barabasi_m": 5}})
     made_s = time.perf_counter() - start
     start = time.perf_counter()
     index.save(out)
     save_s = time.perf_counter() - start
-    del index, passages, x, graph
+    del index, contents, passages, x, graph
     row = {"passages": n, "generate_s": made_s, "save_s": save_s, "index_bytes": sum(p.stat().st_size for p in out.iterdir())}
     for mode in ("verify", "no-verify"):
         opened = [json.loads(subprocess.run([sys.executable, "-c", OPEN_SCRIPT, str(out), mode], capture_output=True, text=True,

@@ -1,6 +1,6 @@
 """Retrieval latency per query: ISO-RAG batched and single-query against global PPR engines.
 
-    python benchmarks/latency.py [--sizes 100000 1000000] [--queries 1000] [--device auto|cpu|cuda]
+    python -m benchmarks.latency [--sizes 100000 1000000] [--queries 1000] [--device auto|cpu|cuda]
 
 On the shared 2Wiki dev corpus (6,119 passages, leak-free graph, 1,000 dev questions) and on
 generated corpora (random unit embeddings, Barabási-Albert graph with m=5, random φ), in one run:
@@ -25,39 +25,19 @@ import igraph as ig
 import matplotlib
 import networkx as nx
 import torch
-from _common import RESULTS, eval_config, retriever_config, write_json
 from torch_geometric.data import Data
 from torch_geometric.utils import get_ppr
 
+from benchmarks.common import RESULTS, eval_config, make_retriever, per_query_ms, retriever_config, single_query_ms, write_json
 from isorag_pyg.jobs.evaluate import prepare_evaluation
-from isorag_pyg.retrieval import GlobalPPRRetriever, GraphIndex, ISORetriever, Queries
-from isorag_pyg.retrieval.iso_retriever import teleport_weights
+from isorag_pyg.retrieval import GlobalPPRRetriever, ISORetriever, Queries, RetrievalGraph
+from isorag_pyg.retrieval.scoring import teleport_weights
 from isorag_pyg.utils.device import device_of
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 K = 10
-
-
-def per_query_ms(fn, queries: Queries, repeats: int = 3) -> float:
-    """Median over ``repeats`` of one batched call, divided by the number of queries."""
-    fn(queries.slice(0, 1))  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(queries)
-        times.append(time.perf_counter() - start)
-    return 1000.0 * statistics.median(times) / len(queries)
-
-
-def single_query_ms(fn, queries: Queries, count: int) -> list[float]:
-    out = []
-    for i in range(min(count, len(queries))):
-        start = time.perf_counter()
-        fn(queries.slice(i, i + 1))
-        out.append(1000.0 * (time.perf_counter() - start))
-    return out
 
 
 def seeds_and_teleport(graph_x: torch.Tensor, queries: Queries, num_seeds: int = 5, tau: float = 10.0):
@@ -112,11 +92,11 @@ def measure(name: str, iso: ISORetriever, ppr: GlobalPPRRetriever, edge_index, n
         "iso_single_p95_ms": sorted(singles)[int(0.95 * (len(singles) - 1))], "iso_unbatched_loop_ms": loop,
         # per-query cost of global PPR does not depend on how many queries share a call: 100 are enough
         "global_ppr_batched_ms": per_query_ms(lambda q: ppr.retrieve(q, K), queries.slice(0, 100), repeats=1),
-        "igraph_prpack_ms": igraph_ppr_ms(edge_index, n, iso.index.embeddings, queries, alpha, slow_count),
-        "pyg_get_ppr_ms": pyg_get_ppr_ms(edge_index, n, iso.index.embeddings, queries, alpha, max(2, slow_count // 5)),
+        "igraph_prpack_ms": igraph_ppr_ms(edge_index, n, iso.graph.embeddings, queries, alpha, slow_count),
+        "pyg_get_ppr_ms": pyg_get_ppr_ms(edge_index, n, iso.graph.embeddings, queries, alpha, max(2, slow_count // 5)),
     }
     if n <= 200_000:
-        row["networkx_ms"] = networkx_ppr_ms(edge_index, n, iso.index.embeddings, queries, alpha, max(2, slow_count // 10))
+        row["networkx_ms"] = networkx_ppr_ms(edge_index, n, iso.graph.embeddings, queries, alpha, max(2, slow_count // 10))
     row["igraph_over_iso_batched"] = row["igraph_prpack_ms"] / row["iso_batched_ms"]
     print(f"{name}: {n} passages; ISO batched {batched:.3f} ms/q, single p50 {row['iso_single_p50_ms']:.2f} ms "
           f"p95 {row['iso_single_p95_ms']:.2f} ms, unbatched loop {loop:.2f} ms; global PPR: ours batched "
@@ -146,11 +126,11 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     device = device_of(args.device)
     rcfg = retriever_config("iso", device=args.device)
-    alpha = float(rcfg.alpha)
+    alpha = float(rcfg["alpha"])
     cfg = eval_config("dataset=2wikimultihopqa", "graph=leakfree")
     inputs = prepare_evaluation(cfg)
-    iso = inputs.retriever(rcfg)
-    ppr = inputs.retriever(retriever_config("ppr", device=args.device))
+    iso = make_retriever(inputs, rcfg)
+    ppr = make_retriever(inputs, retriever_config("ppr", device=args.device))
     queries = inputs.queries.slice(0, args.queries)
     rows = [measure("2wiki-dev", iso, ppr, iso.index.edge_index, len(inputs.index), inputs.index.embeddings, queries, alpha, 100)]
     batch_curve = {b: per_query_ms(lambda q, b=b: [iso.retrieve(q.slice(i, i + b), K) for i in range(0, len(q), b)], queries.slice(0, max(b, 200)), repeats=1)
@@ -159,10 +139,10 @@ def main() -> None:
     for n in args.sizes:
         data, x, q, log_phi = synthetic_corpus(n, args.queries)
         params = {k: rcfg[k] for k in ("num_seeds", "over_retrieval", "hops", "max_expansion", "beta", "alpha", "tau", "lambda_graph", "lambda_dense", "tol", "max_iter")}
-        graph_index = GraphIndex(data.edge_index, x, device)
-        iso_n = ISORetriever(graph_index, log_phi, **params)
-        ppr_n = GlobalPPRRetriever(graph_index, alpha=alpha)
-        rows.append(measure(f"generated-{n}", iso_n, ppr_n, iso_n.index.edge_index, n, x, q, alpha, 20 if n < 1_000_000 else 5))
+        graph = RetrievalGraph(data.edge_index, x, device)
+        iso_n = ISORetriever(graph, log_phi, **params)
+        ppr_n = GlobalPPRRetriever(graph, alpha=alpha)
+        rows.append(measure(f"generated-{n}", iso_n, ppr_n, iso_n.graph.edge_index, n, x, q, alpha, 20 if n < 1_000_000 else 5))
         write_json("latency.json", {"k": K, "device": str(device), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve, "partial": True})
         del iso_n, ppr_n, data, x
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))

@@ -1,6 +1,6 @@
 """Load test of ``isorag serve`` on the 2Wiki index: micro-batching on against off, in one run.
 
-    python benchmarks/load_test.py [--index DIR] [--clients 1 16 128] [--requests 1024] [--level-seconds 120] [--server-threads N]
+    python -m benchmarks.load_test [--index DIR] [--clients 1 16 128] [--requests 1024] [--level-seconds 120] [--server-threads N]
 
 * The index: ``--index DIR`` if it holds one, else ``ISORAGIndex.build`` over the 2Wiki corpus
   with the project's defaults (title-mention graph, f_θ 30 epochs, φ p = 1), saved to ``DIR``
@@ -34,12 +34,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import aiohttp
 import numpy as np
-from _common import REPO, eval_config, write_json
+
+from benchmarks.common import REPO, eval_config, write_json
 
 MODES = {"on": [], "off": ["--no-batching"]}
 ORDER = ("on", "off", "off", "on")

@@ -1,6 +1,6 @@
 """Graph retrieval against graph noise: where the isoperimetric filter earns its keep.
 
-    python benchmarks/noise.py [--datasets musique hotpotqa 2wikimultihopqa] [--levels clean hub-1%x50 ...]
+    python -m benchmarks.noise [--datasets musique hotpotqa 2wikimultihopqa] [--levels clean hub-1%x50 ...]
 
 For each dataset and noise level (the clean title-mention graph; seeded hub shortcuts and random
 shortcut edges added to it by the ``noise`` graph builder; the naturally noisy ``entity_comention``
@@ -28,19 +28,48 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from _common import RESULTS, add_override_argument, eval_config, retriever_config, write_json
-from omegaconf import OmegaConf
-from tune_iso import PPR_GRID, settings
 
+from benchmarks.common import PPR_GRID, RESULTS, add_override_argument, eval_config, make_retriever, retriever_config, settings, write_json
 from isorag_pyg.evaluation.metrics import per_question_recall, retrieval_metrics
 from isorag_pyg.jobs.evaluate import prepare_evaluation
-from isorag_pyg.utils import beta_rule
+
+
+def beta_rule(edge_index: torch.Tensor, log_phi: torch.Tensor) -> dict[str, float]:
+    """β from the graph alone, for corpora without questions: Otsu's threshold on the edges'
+    profile gaps ``|log φ_u - log φ_v|``.
+
+    Otsu's method splits the gaps into two classes with the largest between-class variance. Where
+    hubs or shortcuts join nodes of very different profile, the large gaps form a class of their
+    own and the threshold falls between the two; β is the ratio at that threshold, so the filter
+    removes the large-gap class. ``separation`` (between-class over total variance, in [0, 1])
+    says how clearly the gaps split. β is clipped to [0.01, 0.6], the range tuned on the training
+    questions. Two equal profiles (also two zero ones) have gap 0, as in the filter.
+    """
+    src, dst = edge_index[:, edge_index[0] < edge_index[1]]
+    a, b = log_phi[src].double(), log_phi[dst].double()
+    gap = torch.where(a == b, torch.zeros_like(a), (a - b).abs())
+    if gap.numel() < 2 or not bool((gap > 0).any()):
+        return {"beta": 0.01, "threshold": 0.0, "separation": 0.0}
+    finite = gap[torch.isfinite(gap)]
+    gap = gap.nan_to_num(posinf=float(finite.max()) + 1.0).sort().values  # an empty shell (φ = 0, floor 0): the largest gap
+    m = gap.numel()
+    split = torch.arange(1, m, dtype=torch.float64)  # the first `split` gaps form the lower class
+    below = gap.cumsum(0)[:-1]
+    mean_low, mean_high = below / split, (gap.sum() - below) / (m - split)
+    between = (split / m) * (1 - split / m) * (mean_low - mean_high) ** 2
+    between[gap[1:] == gap[:-1]] = -1.0  # split only between distinct values
+    best = int(between.argmax())
+    threshold = float(gap[best] + gap[best + 1]) / 2
+    total = float(gap.var(unbiased=False))
+    beta = min(max(math.exp(-threshold), 0.01), 0.6)
+    return {"beta": beta, "threshold": threshold, "separation": float(between[best]) / total if total > 0 else 0.0}
 
 
 @dataclass(frozen=True)
@@ -111,7 +140,7 @@ def rcfg_for(family: str, knobs: dict[str, Any], level: Level):
 
 
 def run(prep: Prepared, family: str, knobs: dict[str, Any], level: Level):
-    return prep.inputs.retriever(rcfg_for(family, knobs, level)).retrieve(prep.inputs.queries, prep.cfg.k)
+    return make_retriever(prep.inputs, rcfg_for(family, knobs, level)).retrieve(prep.inputs.queries, prep.cfg.k)
 
 
 def rule_beta(prep: Prepared, knobs: dict[str, Any]) -> dict[str, float]:
@@ -186,7 +215,7 @@ def dev_stage(dataset: str, levels: list[str], train: dict[str, Any], grid: dict
               overrides: list[str], started: float) -> list[dict[str, Any]]:
     """Every method on the dev questions (held out) with the knobs chosen on the training questions.
     The β rule and the β tuned alone run at the robust default's other knobs."""
-    base = {**OmegaConf.to_container(retriever_config("iso")), **robust["knobs"]}
+    base = {**retriever_config("iso"), **robust["knobs"]}
     results = []
     for name in levels:
         level = LEVELS[name]
@@ -294,7 +323,7 @@ def main() -> None:
         "protocol": "knobs tuned on the training questions (split=train, each over its own corpus, with the same noise arguments); "
                     "dev questions held out, never used for a choice",
         "levels": {k: {"overrides": list(v.overrides), "kind": v.kind, "retriever": v.retriever} for k, v in LEVELS.items() if k in args.levels},
-        "grid": GRID, "ppr_grid": PPR_GRID, "train_settings": grid, "fixed_knobs": OmegaConf.to_container(retriever_config("iso")),
+        "grid": GRID, "ppr_grid": PPR_GRID, "train_settings": grid, "fixed_knobs": retriever_config("iso"),
         "robust_default": robust, "results": results, "summary": summary, "seconds": time.perf_counter() - started,
     })
     plot(results, args.datasets, args.levels)

@@ -1,6 +1,6 @@
 """Time and peak memory of the isoperimetric profile φ on generated scale-free graphs.
 
-    python benchmarks/phi_scale.py [--nodes 10000 100000 1000000] [--m 5]
+    python -m benchmarks.phi_scale [--nodes 10000 100000 1000000] [--m 5]
 
 Each size runs in a fresh subprocess (so peak RSS is that size's own), on a Barabási-Albert
 graph with ``m`` edges per new node (1M nodes, m=5: 5M undirected = 10M directed edges).
@@ -9,6 +9,7 @@ Writes benchmarks/results/phi_scale.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import subprocess
@@ -58,17 +59,17 @@ def main() -> None:
     if args.child:
         print(json.dumps(one(args.nodes[0], args.m)))
         return
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from _common import write_json
+    from benchmarks.common import REPO, write_json  # not in the measured children
 
     rows = []
     for n in args.nodes:
-        out = subprocess.run([sys.executable, __file__, "--child", "--nodes", str(n), "--m", str(args.m)], check=True, capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-m", "benchmarks.phi_scale", "--child", "--nodes", str(n), "--m", str(args.m)], check=True,
+                             capture_output=True, text=True, cwd=REPO)
         row = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"{n:>9} nodes {row['directed_edges']:>10} edges  {row['two_hop_paths']:>12} 2-paths  {row['two_hop_pairs']:>12} 2-hop pairs  "
               f"{row['seconds']:8.2f} s  peak {row['peak_rss_mib']:8.0f} MiB  {row['ns_per_two_hop_path']:.1f} ns/2-path", flush=True)
-    for a, b in zip(rows, rows[1:]):
+    for a, b in itertools.pairwise(rows):
         print(f"x{b['nodes'] / a['nodes']:.0f} nodes: time x{b['seconds'] / a['seconds']:.1f}, 2-paths x{b['two_hop_paths'] / a['two_hop_paths']:.1f}")
     write_json("phi_scale.json", {"graph": f"Barabasi-Albert m={args.m}", "p": 2.0, "rows": rows})
 

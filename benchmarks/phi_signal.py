@@ -1,6 +1,6 @@
 """Does φ separate useful edges from the rest? A diagnostic on the TRAINING questions.
 
-    python benchmarks/phi_signal.py [--datasets musique hotpotqa 2wikimultihopqa] [--graph title_mention]
+    python -m benchmarks.phi_signal [--datasets musique hotpotqa 2wikimultihopqa] [--graph title_mention]
 
 An edge is *useful* for a question when both its ends are gold passages of that question (the
 bridge a multi-hop retriever should walk). The isoperimetric filter keeps an edge when
@@ -16,34 +16,11 @@ import argparse
 import logging
 import math
 
-import torch
-from _common import eval_config, write_json
-from torchmetrics.functional.classification import binary_auroc
-
+from benchmarks.common import eval_config, gap_auroc, profile_gap, useful_edge_mask, write_json
 from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 SETTINGS = [(1.0, 8.0), (1.0, 0.0), (4.0, 8.0), (4.0, 0.0)]
 BETAS = [0.01, 0.05, 0.1, 0.3, 0.5]
-
-
-def useful_edge_mask(edge_index: torch.Tensor, gold: list[set[int]], n: int) -> torch.Tensor:
-    keys = {u * n + v for g in gold for u in g for v in g if u != v}
-    flat = (edge_index[0] * n + edge_index[1]).tolist()
-    return torch.tensor([k in keys for k in flat])
-
-
-def profile_gap(log_phi: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
-    """|log φ_u − log φ_v| per edge; two empty shells (both −inf) count as equal profiles."""
-    gap = (log_phi[edges[0]] - log_phi[edges[1]]).abs()
-    return torch.where(torch.isnan(gap), torch.zeros_like(gap), gap)
-
-
-def gap_auroc(gap: torch.Tensor, useful: torch.Tensor) -> float:
-    """AUROC of −gap for useful against all other edges (nan when either class is empty)."""
-    if not 0 < int(useful.sum()) < useful.numel():
-        return float("nan")
-    score = torch.where(torch.isfinite(gap), -gap, torch.full_like(gap, -1e9))
-    return float(binary_auroc(score.float(), useful.long()))
 
 
 def main() -> None:
@@ -56,7 +33,7 @@ def main() -> None:
     for dataset in args.datasets:
         cfg = eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train")
         inputs = prepare_evaluation(cfg)
-        edges = inputs.index.graph_index("cpu").up_edge_index  # each undirected edge once
+        edges = inputs.index.retrieval_graph("cpu").up_edge_index  # each undirected edge once
         useful = useful_edge_mask(edges, inputs.gold, len(inputs.index))
         for p, floor in SETTINGS:
             log_phi = inputs.index.log_phi_for(inputs.index.phi.replace(p=p, shell_floor=floor))

@@ -1,15 +1,17 @@
 """Question answering with a real reader: the packaged Gemma 3 270M (base, Q4_K_M GGUF) behind
 llama-cpp-python's OpenAI-compatible server, queried by the project's OpenAI client.
 
-    python benchmarks/qa.py                                   # dev: 100 questions per dataset, 5 rows, agreement sample
-    python benchmarks/qa.py --split train --rows dense oracle --templates fewshot fewshot+passage_order=reversed   # prompt tuning
+    python -m benchmarks.qa                                   # dev: 100 questions per dataset, 5 rows, agreement sample
+    python -m benchmarks.qa --split train --rows dense oracle --templates fewshot fewshot+passage_order=reversed   # prompt tuning
 
 Rows, the same questions in each: the reader given no passages (``closed_book``), flat dense
 top-5 (``dense``), ISO-RAG top-5 (``iso``), global PPR top-5 (``ppr``), and the gold passages
 (``oracle``). Retrieval uses the default knobs (conf/retriever/iso.yaml, ppr.yaml, dense.yaml) and
 the title-mention graph. Per row: EM, F1, average prompt tokens (the server's count), seconds per
-question (one request at a time, wall clock), and how often a gold answer appears verbatim
-(normalised) in the passages. ``--agreement N`` also asks the same model through transformers
+question (one request at a time per server, wall clock), llama.cpp's prompt and generation
+tokens/s (its own timings; prompt tokens are those after the few-shot prefix reused from the
+previous prompt), and how often a gold answer appears verbatim (normalised) in the passages.
+The server runs with :class:`~isorag_pyg.qa.server.ReaderSettings` (``--threads`` per server). ``--agreement N`` also asks the same model through transformers
 (the GGUF de-quantized) with the first N prompts of each row of each dataset, and counts
 identical greedy answers. ``--split train`` runs on the training questions (minus the template's
 few-shot examples): the prompt was tuned that way, never on the dev questions.
@@ -28,14 +30,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from _common import add_override_argument, eval_config, results_name, retriever_config, write_json
 from omegaconf import OmegaConf
 
+from benchmarks.common import add_override_argument, eval_config, make_retriever, results_name, retriever_config, write_json
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.jobs.evaluate import prepare_evaluation
 from isorag_pyg.qa import OpenAIChatGenerator, PromptTemplate, TransformersGenerator, answer_questions, normalize_answer
 from isorag_pyg.qa.models import packaged_gemma
-from isorag_pyg.qa.server import LlamaServer
+from isorag_pyg.qa.server import LlamaServer, ReaderSettings, Timing
 
 ROWS = ["closed_book", "dense", "iso", "ppr", "oracle"]
 
@@ -54,7 +56,7 @@ def rankings(dataset: str, rows: list[str], k: int, split: str, max_questions: i
         elif row == "oracle":
             out[row] = [[passages[passages.row_of(g)] for g in q.gold_ids] for q in questions]
         else:
-            result = inputs.retriever(retriever_config(row)).retrieve(inputs.queries, k)
+            result = make_retriever(inputs, retriever_config(row)).retrieve(inputs.queries, k)
             out[row] = [[passages[i] for i in ranked] for ranked in result.indices.tolist()]
     return questions, out
 
@@ -73,12 +75,22 @@ def answer_in_passages(question: Question, passages: list[Passage]) -> bool:
     return any(f" {a} " in text for a in map(normalize_answer, question.answers) if a)
 
 
-def score_row(generator, prompt: PromptTemplate, questions: list[Question], passages: list[list[Passage]]) -> dict[str, Any]:
+def throughput(timings: list[Timing]) -> dict[str, float | None]:
+    """llama.cpp's prompt and generation tokens per second over some completions."""
+    prompt_ms, generation_ms = sum(t.prompt_ms for t in timings), sum(t.generation_ms for t in timings)
+    return {"prompt_tokens_per_s": sum(t.prompt_tokens for t in timings) / prompt_ms * 1e3 if prompt_ms else None,
+            "generation_tokens_per_s": sum(t.generated_tokens for t in timings) / generation_ms * 1e3 if generation_ms else None}
+
+
+def score_row(generator, servers: list[LlamaServer], prompt: PromptTemplate, questions: list[Question],
+              passages: list[list[Passage]]) -> dict[str, Any]:
+    done = [len(s.timings()) for s in servers]
     start = time.perf_counter()
     metrics, answers = answer_questions(generator, prompt, questions, passages)
     seconds = time.perf_counter() - start
+    timings = [t for s, n in zip(servers, done) for t in s.timings()[n:]]
     return {"em": metrics["em"], "f1": metrics["f1"], "avg_prompt_tokens": metrics["avg_prompt_tokens"],
-            "seconds_per_question": seconds / len(questions),
+            "seconds_per_question": seconds / len(questions), **throughput(timings),
             "answer_in_passages": sum(map(answer_in_passages, questions, passages)) / len(questions),
             "answers": [a["answer"] for a in answers]}
 
@@ -97,8 +109,8 @@ def agreement(reader: TransformersGenerator, prompt: PromptTemplate, sample: lis
 
 
 class Spread:
-    """Requests split into contiguous shares over several generators (one llama.cpp server each,
-    one thread each), answered concurrently and returned in request order."""
+    """Requests split into contiguous shares over several generators (one llama.cpp server each),
+    answered concurrently and returned in request order."""
 
     token_counter = OpenAIChatGenerator.token_counter
 
@@ -112,10 +124,12 @@ class Spread:
             return [record for part in pool.map(lambda g, r: g.generate(r), self.generators, shares) for record in part]
 
 
-def header(args: argparse.Namespace, model: Path, stop: list[str], max_tokens: int, k: int, prompts: dict[str, PromptTemplate]) -> dict[str, Any]:
+def header(args: argparse.Namespace, model: Path, stop: list[str], max_tokens: int, k: int, prompts: dict[str, PromptTemplate],
+           settings: ReaderSettings) -> dict[str, Any]:
     """What was run: split, reader, decoding, retrieval and the prompt templates."""
     return {"split": args.split, "reader": {"model": model.name, "decoding": "greedy", "stop": stop, "max_tokens": max_tokens, "top_k_passages": k,
-                                            "server": f"llama-cpp-python server, /v1/completions, {args.servers} process(es) of one thread"},
+                                            "server": f"llama-cpp-python server, /v1/completions, {args.servers} process(es)",
+                                            "settings": dataclasses.asdict(settings)},
             "retrieval": "default knobs (conf/retriever/iso.yaml, ppr.yaml, dense.yaml), title-mention graph",
             "templates": {name: dataclasses.asdict(p) for name, p in prompts.items()}}
 
@@ -128,12 +142,13 @@ def main() -> None:
     parser.add_argument("--max-questions", type=int, default=100)
     parser.add_argument("--templates", nargs="+", default=["fewshot"], help="NAME[+KEY=VALUE...] of conf/qa/template (the first is the reported one)")
     parser.add_argument("--agreement", type=int, default=8, help="prompts per row and dataset also answered through transformers (0: none)")
-    parser.add_argument("--servers", type=int, default=1, help="llama.cpp server processes sharing each row's questions (one thread each)")
+    parser.add_argument("--servers", type=int, default=1, help="llama.cpp server processes sharing each row's questions")
+    parser.add_argument("--threads", type=int, default=ReaderSettings.threads, help="llama.cpp threads per server")
     parser.add_argument("--out", type=results_name, default="qa.json", help="file name under benchmarks/results/")
     add_override_argument(parser)
     args = parser.parse_args()
-    if args.max_questions < 1 or args.servers < 1 or args.agreement < 0:
-        parser.error("--max-questions and --servers must be >= 1, --agreement >= 0")  # 0 questions would have meant all of them
+    if args.max_questions < 1 or args.servers < 1 or args.threads < 1 or args.agreement < 0:
+        parser.error("--max-questions, --servers and --threads must be >= 1, --agreement >= 0")  # 0 questions would have meant all of them
     logging.basicConfig(level=logging.WARNING)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers
     qa_cfg = eval_config("qa=gguf").qa
@@ -141,10 +156,11 @@ def main() -> None:
     prompts = {name: template(name) for name in args.templates}
     shots = {e["question"] for p in prompts.values() for e in p.examples}
     model = packaged_gemma()
+    settings = ReaderSettings(threads=args.threads)
     results: dict[str, Any] = {}
     reader: list[TransformersGenerator] = []  # loaded on first use
     with ExitStack() as stack:
-        servers = [stack.enter_context(LlamaServer(model, alias="gemma-3-270m")) for _ in range(args.servers)]
+        servers = [stack.enter_context(LlamaServer(model, alias="gemma-3-270m", settings=settings)) for _ in range(args.servers)]
         generator = Spread([OpenAIChatGenerator(s.base_url, s.model, concurrency=1, max_retries=2, timeout=600, temperature=0.0,
                                                 max_tokens=max_tokens, stop=stop) for s in servers])
         generator.generate([prompts[args.templates[0]].request("What is the capital of France?", [])] * args.servers)  # warm-up, not timed
@@ -155,13 +171,13 @@ def main() -> None:
             passages = {row: [ranked[i] for i in keep] for row, ranked in passages.items()}
             entry: dict[str, Any] = {"n_questions": len(questions), "question_ids": [q.id for q in questions], "templates": {}}
             for name, prompt in prompts.items():
-                rows = {row: score_row(generator, prompt, questions, passages[row]) for row in args.rows}
+                rows = {row: score_row(generator, servers, prompt, questions, passages[row]) for row in args.rows}
                 entry["templates"][name] = rows
                 print(f"\n{dataset} ({args.split}, {len(questions)} questions), template {name}")
-                print(f"  {'row':12s} {'EM':>6s} {'F1':>6s} {'tokens':>7s} {'s/q':>6s} {'ans in P':>8s}")
+                print(f"  {'row':12s} {'EM':>6s} {'F1':>6s} {'tokens':>7s} {'s/q':>6s} {'prompt t/s':>10s} {'gen t/s':>8s} {'ans in P':>8s}")
                 for row, m in rows.items():
-                    print(f"  {row:12s} {m['em']:6.3f} {m['f1']:6.3f} {m['avg_prompt_tokens']:7.1f} {m['seconds_per_question']:6.2f} {m['answer_in_passages']:8.3f}",
-                          flush=True)
+                    print(f"  {row:12s} {m['em']:6.3f} {m['f1']:6.3f} {m['avg_prompt_tokens']:7.1f} {m['seconds_per_question']:6.2f} "
+                          f"{m['prompt_tokens_per_s'] or 0:10.1f} {m['generation_tokens_per_s'] or 0:8.1f} {m['answer_in_passages']:8.3f}", flush=True)
             if args.agreement:
                 reader = reader or [TransformersGenerator(model, max_new_tokens=max_tokens, batch_size=8, stop=stop)]
                 served = entry["templates"][args.templates[0]]
@@ -170,8 +186,8 @@ def main() -> None:
                 print(f"  transformers vs server, {len(sample)} prompts: identical {entry['agreement']['identical']:.3f} "
                       f"(after normalisation {entry['agreement']['identical_normalised']:.3f})", flush=True)
             results[dataset] = entry
-            write_json(args.out, {**header(args, model, stop, max_tokens, k, prompts), "complete": False, "results": results})  # progress
-    write_json(args.out, {**header(args, model, stop, max_tokens, k, prompts), "complete": True, "results": results})
+            write_json(args.out, {**header(args, model, stop, max_tokens, k, prompts, settings), "complete": False, "results": results})  # progress
+    write_json(args.out, {**header(args, model, stop, max_tokens, k, prompts, settings), "complete": True, "results": results})
 
 if __name__ == "__main__":
     main()

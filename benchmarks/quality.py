@@ -1,9 +1,9 @@
 """Retrieval quality on the shared dev sets: ISO-RAG against flat dense, BM25, global PPR and
 the φ ablations.
 
-    python benchmarks/quality.py [--datasets musique hotpotqa 2wikimultihopqa] [--graphs leakfree title_mention context_cooccurrence]
-    python benchmarks/quality.py --per-dataset-knobs benchmarks/results/tuning_round3.json --graphs title_mention
-    python benchmarks/quality.py --tuned-on-dev --graphs title_mention --ablation-seeds 5
+    python -m benchmarks.quality [--datasets musique hotpotqa 2wikimultihopqa] [--graphs leakfree title_mention context_cooccurrence]
+    python -m benchmarks.quality --per-dataset-knobs benchmarks/results/tuning_round3.json --graphs title_mention
+    python -m benchmarks.quality --tuned-on-dev --graphs title_mention --ablation-seeds 5
 
 Knobs: by default those in conf/retriever/iso.yaml (tuned on the training questions by
 tune_iso.py); with ``--per-dataset-knobs TUNING_JSON`` every ISO-RAG variant (and its φ
@@ -27,16 +27,15 @@ import json
 import logging
 from pathlib import Path
 
-from _common import (
+from benchmarks.common import (
     CONF,
     add_override_argument,
     best_rows,
     eval_config,
+    make_retriever,
     retriever_config,
     write_json,
 )
-from omegaconf import DictConfig
-
 from isorag_pyg.evaluation import evaluate_retrievers
 from isorag_pyg.graph import EmptyGraphError
 from isorag_pyg.jobs.evaluate import prepare_evaluation
@@ -59,7 +58,7 @@ def tuned_knobs(path: Path) -> tuple[dict[str, dict], str]:
     return knobs, tuning.get("protocol", "unknown")
 
 
-def retrievers(dataset: str, knobs: dict, tuned_on_dev: bool, ablation_seeds: int) -> dict[str, DictConfig]:
+def retrievers(dataset: str, knobs: dict, tuned_on_dev: bool, ablation_seeds: int) -> dict[str, dict]:
     """Label -> retriever config: ISO-RAG, the baselines, then the φ ablations of ISO-RAG."""
     iso_name = f"iso_dev_{dataset}" if tuned_on_dev else "iso"
     plan = {"iso": retriever_config(iso_name, **knobs)}
@@ -103,7 +102,7 @@ def main() -> None:
                 print(f"\n{dataset} / {graph}: no edges (the question file carries no contexts); skipped", flush=True)
                 results.append({"dataset": dataset, "graph": graph, "skipped": "graph has no edges"})
                 continue
-            plan = {label: inputs.retriever(rcfg) for label, rcfg in retrievers(dataset, knobs.get(dataset, {}), args.tuned_on_dev, args.ablation_seeds).items()}
+            plan = {label: make_retriever(inputs, rcfg) for label, rcfg in retrievers(dataset, knobs.get(dataset, {}), args.tuned_on_dev, args.ablation_seeds).items()}
             runs = evaluate_retrievers(plan, inputs.queries, inputs.gold, cfg.k)
             scores = {label: {key: run.metrics[key] for key in ("recall@5", "precision@5", "recall@10", "precision@10")} for label, run in runs.items()}
             results.append(summarise(dataset, graph, inputs, scores))

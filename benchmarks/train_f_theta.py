@@ -1,6 +1,6 @@
 """Train f_θ on a shared dataset's corpus graph and measure what the geometry learned.
 
-    python benchmarks/train_f_theta.py [--dataset 2wikimultihopqa] [--graphs leakfree title_mention] [--epochs 30]
+    python -m benchmarks.train_f_theta [--dataset 2wikimultihopqa] [--graphs leakfree title_mention] [--epochs 30]
 
 Reports wall time, held-out triplet accuracy next to the untrained encoder's and plain cosine's on
 the same triplets, and the Spearman correlation of node degree with ‖z‖ (negative: hubs near the
@@ -12,8 +12,7 @@ import argparse
 import logging
 import time
 
-from _common import eval_config, write_json
-
+from benchmarks.common import eval_config, write_json
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.utils import PhiSpec

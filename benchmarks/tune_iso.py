@@ -1,6 +1,6 @@
 """Tune ISO-RAG's knobs, and global PPR's, on one split of each shared dataset.
 
-    python benchmarks/tune_iso.py [--split train|dev] [--grid round2|round3|round4] [--datasets ...] [--graphs title_mention ...]
+    python -m benchmarks.tune_iso [--split train|dev] [--grid round2|round3|round4] [--datasets ...] [--graphs title_mention ...]
 
 ``--split train`` (the default) tunes on the TRAINING questions (each over its own corpus), never
 on the dev questions that benchmarks/quality.py reports: results/tuning.json (round 2) and
@@ -15,18 +15,19 @@ and ppr_dev_<dataset>.yaml (tests/test_tuned_configs.py checks that they match).
 from __future__ import annotations
 
 import argparse
-import itertools
 import logging
 from typing import Any
 
-from _common import (
+from benchmarks.common import (
+    PPR_GRID,
     add_override_argument,
     best_rows,
     eval_config,
+    make_retriever,
     retriever_config,
+    settings,
     write_json,
 )
-
 from isorag_pyg.evaluation import (
     cross_validated_selection,
     per_question_recall,
@@ -77,25 +78,6 @@ GRIDS = {
     },
 }
 OUTPUT = {("round2", "train"): "tuning.json", ("round3", "train"): "tuning_round3.json"}
-# global PPR gets the same chance: its teleport probability and fusion weight, on the same questions
-PPR_GRID = {"alpha": [0.5, 0.7, 0.85], "lambda_graph": [1.0, 0.9]}
-# knobs that only shape φ: with uniform φ nothing is pruned, so their first value is enough
-PHI_KNOBS = ("beta", "p", "shell_floor")
-
-
-def settings(grid: dict[str, list]) -> list[dict[str, Any]]:
-    """Every grid point, the uniform-φ control only at the first value of the φ-only knobs."""
-    out = []
-    for values in itertools.product(*grid.values()):
-        setting = dict(zip(grid, values))
-        if setting.get("phi_mode", "real") != "real" and any(setting[k] != grid[k][0] for k in PHI_KNOBS if k in grid):
-            continue
-        if "lambda_graph" in setting:
-            setting["lambda_dense"] = round(1.0 - setting["lambda_graph"], 6)
-        out.append(setting)
-    return out
-
-
 def cross_validation(rows: list[dict], recalls: list) -> dict[str, dict[str, float]]:
     """Held-out (2-fold, 3 repeats) against in-sample Recall@5 of each family's selection."""
     families = {
@@ -132,7 +114,7 @@ def main() -> None:
             runs += [("iso", setting) for setting in settings(grid)]
             here, recalls = [], []
             for name, setting in runs:
-                result = inputs.retriever(retriever_config(name, **setting)).retrieve(inputs.queries, cfg.k)
+                result = make_retriever(inputs, retriever_config(name, **setting)).retrieve(inputs.queries, cfg.k)
                 here.append({"dataset": dataset, "graph": graph, "retriever": name, **setting, **retrieval_metrics(result.indices, inputs.gold)})
                 recalls.append(per_question_recall(result.indices, inputs.gold, 5))
             rows += here

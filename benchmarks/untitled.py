@@ -1,7 +1,6 @@
 """Retrieval on corpora without titles: a user's own documents, where the graph must come from the text.
 
     python -m benchmarks.untitled [--datasets musique hotpotqa 2wikimultihopqa] [--graphs title_mention comention entity_graph auto]
-    python benchmarks/untitled.py ...        (with the repository root on PYTHONPATH)
 
 For each shared dataset, with every passage's title blanked (ids kept, so gold passages are still
 known) and with titles kept, and for each graph (``title_mention``; ``comention``: the
@@ -37,7 +36,7 @@ from typing import Any
 
 import torch
 
-from benchmarks._common import RESULTS, eval_config, results_name, write_json
+from benchmarks.common import PPR_GRID, RESULTS, eval_config, results_name, settings, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.evaluation.metrics import retrieval_metrics
@@ -52,19 +51,7 @@ GRAPHS: dict[str, dict[str, dict[str, Any]] | None] = {
     "auto": None,  # ISORAGIndex.build's own choice
 }
 ISO_GRID = {"hops": [1, 2], "alpha": [0.5, 0.85], "beta": [0.05, 0.2, 0.5], "lambda_graph": [0.9, 0.5]}
-PPR_GRID = {"alpha": [0.5, 0.7, 0.85], "lambda_graph": [1.0, 0.9]}
 ABLATIONS = ("uniform", "shuffled")
-
-
-def grid_settings(grid: dict[str, list]) -> list[dict[str, Any]]:
-    """Every point of ``grid``; ``lambda_dense`` follows ``lambda_graph`` (they sum to 1)."""
-    out = []
-    for values in itertools.product(*grid.values()):
-        setting = dict(zip(grid, values))
-        if "lambda_graph" in setting:
-            setting["lambda_dense"] = round(1.0 - setting["lambda_graph"], 6)
-        out.append(setting)
-    return out
 
 
 def blanked(corpus: list[Passage]) -> list[Passage]:
@@ -121,7 +108,7 @@ def prepare(dataset: QADataset, titles: bool, graph: dict[str, Any] | None) -> S
 
 def best(split: Split, retriever: str, grid: dict[str, list]) -> tuple[dict[str, Any], float]:
     """The setting of ``grid`` with the best Recall@5 of ``retriever`` on ``split``."""
-    scored = [(split.recall(retriever, **s)["recall@5"], i, s) for i, s in enumerate(grid_settings(grid))]
+    scored = [(split.recall(retriever, **s)["recall@5"], i, s) for i, s in enumerate(settings(grid))]
     recall, _, setting = max(scored, key=lambda t: (t[0], -t[1]))
     return setting, recall
 

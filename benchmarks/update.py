@@ -1,6 +1,6 @@
 """Adding 1% new passages to an index against rebuilding it, measured in one run.
 
-    python benchmarks/update.py [--passages 100000] [--new-share 0.01] [--encoder-rate-sample 200]
+    python -m benchmarks.update [--passages 100000] [--new-share 0.01] [--encoder-rate-sample 200]
 
 The corpus is generated: passages titled with made-up names whose texts mention other titles
 (one mention per passage drawn from a Zipf law, two uniformly: the title-mention graph has hubs). Encoding a
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 import torch
-from _common import write_json
 
+from benchmarks.common import write_json
 from isorag_pyg import FThetaConfig, ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import Passage
 from isorag_pyg.encoders import SentenceEncoder

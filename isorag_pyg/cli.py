@@ -18,12 +18,19 @@ import json
 import os
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 _START = time.perf_counter()
 
 
 def _parser() -> argparse.ArgumentParser:
+    from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS  # light: no torch
+    from isorag_pyg.knobs import PhiSpec  # light: dataclasses only
+    from isorag_pyg.server.settings import ServerSettings
+    from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig
+
+    epochs, seed = DEFAULT_TRAINER["max_epochs"], FThetaConfig.seed
     parser = argparse.ArgumentParser(prog="isorag", description="ISO-RAG: graph retrieval with isoperimetric noise control.")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -33,15 +40,22 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--graph", default="auto", help="graph builders, '+'-separated: title_mention, entity_graph, adjacent, knn, ... "
                        "(default: auto, chosen by what the corpus supports)")
     build.add_argument("--encoder", default=None, help="sentence-transformers name or path (default: the bundled all-MiniLM-L6-v2)")
-    build.add_argument("--epochs", type=int, default=30, help="f_θ training epochs (default: 30)")
-    build.add_argument("--p", type=float, default=None, help="φ's volume exponent: 0 counts nodes and needs no f_θ, > 0 trains f_θ for hyperbolic volumes (default: 0)")
-    build.add_argument("--shell-floor", type=float, default=None, help="φ's shell floor (default: 8.0)")
-    build.add_argument("--max-tokens", type=int, default=None, help="tokens per passage when splitting documents (default: 200)")
+    build.add_argument("--epochs", type=int, default=epochs, help=f"f_θ training epochs (default: {epochs})")
+    build.add_argument("--p", type=float, default=PhiSpec.p,
+                       help=f"φ's volume exponent: 0 counts nodes and needs no f_θ, > 0 trains f_θ for hyperbolic volumes (default: {PhiSpec.p:g})")
+    build.add_argument("--shell-floor", type=float, default=PhiSpec.shell_floor, help=f"φ's shell floor (default: {PhiSpec.shell_floor:g})")
+    build.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
+                       help=f"tokens per passage when splitting documents (default: {DEFAULT_MAX_TOKENS})")
     build.add_argument("--ann", choices=["exact", "hnsw", "ivf"], default="exact",
                        help="dense candidates: scan every passage, or a FAISS hnsw / ivf index at its default parameters (default: exact)")
     build.add_argument("--encode-devices", nargs="+", default=None, metavar="DEVICE",
                        help="encode in one process per device, e.g. cuda:0 cuda:1, or cpu cpu cpu cpu (default: one process)")
-    build.add_argument("--seed", type=int, default=42)
+    build.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="encode on Ray actors: alone, a Ray instance on this machine; or a cluster (auto, ray://head:10001) (docs/scale.md)")
+    build.add_argument("--ray-workers", type=int, default=2, help="encoder actors with --ray, one per GPU or CPU worker (default: 2)")
+    build.add_argument("--ray-cpus", type=float, default=1.0, help="CPUs per encoder actor with --ray (default: 1)")
+    build.add_argument("--ray-gpus", type=float, default=0.0, help="GPUs per encoder actor with --ray (default: 0)")
+    build.add_argument("--seed", type=int, default=seed, help=f"f_θ's training seed (default: {seed})")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
 
     query = commands.add_parser("query", help="retrieve passages for questions")
@@ -57,8 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("index_dir")
     add.add_argument("corpus", help="passages to add, in any format `isorag index` reads")
     add.add_argument("--refit", action="store_true", help="train f_θ again on the updated graph (default: keep f_θ)")
-    add.add_argument("--epochs", type=int, default=30, help="f_θ training epochs with --refit (default: 30)")
-    add.add_argument("--max-tokens", type=int, default=None, help="tokens per passage when splitting documents (default: 200)")
+    add.add_argument("--epochs", type=int, default=epochs, help=f"f_θ training epochs with --refit (default: {epochs})")
+    add.add_argument("--seed", type=int, default=seed, help=f"f_θ's training seed with --refit (default: {seed})")
+    add.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
+                       help=f"tokens per passage when splitting documents (default: {DEFAULT_MAX_TOKENS})")
 
     remove = commands.add_parser("remove", help="remove passages from an index by id (saved atomically)")
     remove.add_argument("index_dir")
@@ -74,8 +90,6 @@ def _parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="show an index's manifest and graph statistics")
     info.add_argument("index_dir")
     info.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
-
-    from isorag_pyg.server.settings import ServerSettings  # light: a dataclass
 
     defaults = ServerSettings()
     serve = commands.add_parser("serve", help="serve an index over HTTP (POST /retrieve, GET /health, GET /info)")
@@ -104,12 +118,19 @@ def _index(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, SentenceEncoder
     from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
-    from isorag_pyg.utils.isoperimetric import PhiSpec
+    from isorag_pyg.knobs import PhiSpec
 
-    read_kwargs = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}
-    passages = ISORAGIndex.read_corpus(args.corpus, encoder=args.encoder or DEFAULT_ENCODER, **read_kwargs)
-    encoder = SentenceEncoder(args.encoder or DEFAULT_ENCODER, show_progress=not args.quiet, devices=args.encode_devices)
-    phi = PhiSpec(**{k: v for k, v in (("p", args.p), ("shell_floor", args.shell_floor)) if v is not None})
+    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=args.encoder or DEFAULT_ENCODER)
+    if args.ray is not None and args.encode_devices:
+        raise ValueError("--ray and --encode-devices are two ways to spread the encoding: choose one")
+    if args.ray is not None:
+        from isorag_pyg.scale import RayEncoder
+
+        encoder = RayEncoder(args.encoder or DEFAULT_ENCODER, address=None if args.ray == "local" else args.ray, workers=args.ray_workers,
+                             cpus_per_worker=args.ray_cpus, gpus_per_worker=args.ray_gpus)
+    else:
+        encoder = SentenceEncoder(args.encoder or DEFAULT_ENCODER, show_progress=not args.quiet, devices=args.encode_devices)
+    phi = PhiSpec(p=args.p, shell_floor=args.shell_floor)
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = None if args.graph == "auto" else {name: {} for name in args.graph.split("+") if name}
     index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann)
@@ -158,9 +179,8 @@ def _add(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.index import ISORAGIndex
 
     index = ISORAGIndex.load(args.index_dir)
-    read_kwargs = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}
-    passages = ISORAGIndex.read_corpus(args.corpus, encoder=index.encoder_spec["name"], **read_kwargs)
-    report = index.add(passages, refit=_f_theta_config(args.epochs, 42, quiet=True) if args.refit else None)
+    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=index.encoder_spec["name"])
+    report = index.add(passages, refit=_f_theta_config(args.epochs, args.seed, quiet=True) if args.refit else None)
     index.save(args.index_dir)
     return [f"{args.index_dir}: {report.summary()}; {len(index)} passages"]
 

@@ -12,7 +12,7 @@ from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import generate_synthetic_dataset
 from isorag_pyg.index import IndexFormatError
 from isorag_pyg.index.storage import MANIFEST
-from isorag_pyg.retrieval import ANNIndex, DenseRetriever, GraphIndex, ISORetriever, Queries
+from isorag_pyg.retrieval import ANNIndex, DenseRetriever, ISORetriever, Queries, RetrievalGraph
 from isorag_pyg.retrieval import candidates as candidates_module
 from isorag_pyg.retrieval.ann import check_ann, resolve_params
 from isorag_pyg.retrieval.candidates import dense_candidates
@@ -58,11 +58,11 @@ def test_the_search_parameter_changes_at_query_time():
     x, queries = clustered(), clustered(n=20, seed=1)
     ivf = ANNIndex.build(x, "ivf", {"nlist": 8, "nprobe": 1})
     ivf.set_search(100)  # more lists than there are: all of them
-    assert ivf.params["nprobe"] == 8 and ivf.index.nprobe == 8
+    assert ivf.params["nprobe"] == 8 and ivf.faiss_index.nprobe == 8
     assert torch.equal(ivf.search(queries, 10), (queries @ x.t()).topk(10, dim=1).indices)
     hnsw = ANNIndex.build(x, "hnsw")
     hnsw.set_search(77)
-    assert hnsw.params["ef_search"] == 77 and hnsw.index.hnsw.efSearch == 77
+    assert hnsw.params["ef_search"] == 77 and hnsw.faiss_index.hnsw.efSearch == 77
     with pytest.raises(ValueError, match="ef_search'] must be an integer >= 1"):
         hnsw.set_search(0)
 
@@ -100,7 +100,7 @@ def test_ivf_sizes_must_fit_the_corpus():
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])
 def test_exhaustive_ann_gives_the_exact_rankings(kind):
     graph, x, qe, log_phi = random_world(n=300, d=16, e=900, q=12)
-    index = GraphIndex(graph.edge_index, x)
+    index = RetrievalGraph(graph.edge_index, x)
     ann = ANNIndex.build(x, kind, EXHAUSTIVE[kind])
     queries = Queries([""] * qe.size(0), qe)
     for knobs in (CFG, {**CFG, "max_expansion": 3, "hops": 2}):
@@ -116,7 +116,7 @@ def test_exhaustive_ann_gives_the_exact_rankings(kind):
 
 def test_queries_the_ann_cannot_fill_fall_back_to_the_exact_scan():
     graph, x, qe, _ = random_world(n=300, d=16, e=900, q=12)
-    index = GraphIndex(graph.edge_index, x)
+    index = RetrievalGraph(graph.edge_index, x)
     ann = ANNIndex.build(x, "ivf", {"nlist": 30, "nprobe": 1})  # ~10 passages a list: fewer than 20
     short = (ann.search(index.unit_queries(qe), 20) < 0).any(dim=1)
     assert short.any()
@@ -129,7 +129,7 @@ def test_queries_the_ann_cannot_fill_fall_back_to_the_exact_scan():
 
 def test_pair_scores_in_blocks(monkeypatch):
     graph, x, qe, log_phi = random_world(n=300, d=16, e=900, q=12)
-    index = GraphIndex(graph.edge_index, x)
+    index = RetrievalGraph(graph.edge_index, x)
     ann = ANNIndex.build(x, "ivf", EXHAUSTIVE["ivf"])
     queries = Queries([""] * qe.size(0), qe)
     whole = ISORetriever(index, log_phi, **CFG, ann=ann).retrieve(queries, 5)
@@ -142,11 +142,11 @@ def test_an_ann_over_other_passages_is_refused():
     graph, x, _, log_phi = random_world()
     ann = ANNIndex.build(clustered(n=40, d=8), "hnsw")
     other = ANNIndex.build(clustered(n=41, d=8), "hnsw")
-    ISORetriever(GraphIndex(graph.edge_index, x), log_phi, ann=ann)
-    with pytest.raises(ValueError, match="holds 41 vectors of size 8; the graph index 40 passages"):
-        ISORetriever(GraphIndex(graph.edge_index, x), log_phi, ann=other)
+    ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, ann=ann)
+    with pytest.raises(ValueError, match="holds 41 vectors of size 8; the retrieval graph 40 passages"):
+        ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, ann=other)
     with pytest.raises(ValueError, match="holds 41 vectors"):
-        DenseRetriever(GraphIndex(graph.edge_index, x), ann=other)
+        DenseRetriever(RetrievalGraph(graph.edge_index, x), ann=other)
 
 
 # ------------------------------------------------------------------------------- the index
@@ -163,6 +163,7 @@ def rankings(index: ISORAGIndex, name: str) -> list[list[str]]:
     return [[hit.id for hit in hits] for hits in index.retrieve(QUESTIONS, k=5, retriever=name)]
 
 
+@pytest.mark.slow
 def test_an_index_built_with_hnsw_saves_loads_and_answers_identically(exact_index, tmp_path, monkeypatch):
     index = ISORAGIndex.build(CORPUS.corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False, ann="hnsw",
                               ann_params={"ef_search": 100})
@@ -174,7 +175,7 @@ def test_an_index_built_with_hnsw_saves_loads_and_answers_identically(exact_inde
         for target in ("pickle.load", "pickle.loads", "torch.load"):
             patch.setattr(target, lambda *a, **k: pytest.fail("unpickling on the load path"))
         loaded = ISORAGIndex.load(saved)
-        assert loaded.ann_info == index.ann_info and loaded._ann is None  # read on first use
+        assert loaded.ann_info == index.ann_info and not isinstance(loaded._ann, ANNIndex)  # read on first use
         assert loaded.ann.params == index.ann.params
     for name in ("iso", "iso_shuffled", "dense", "ppr"):
         # 62 passages: HNSW finds every pool exactly, so the rankings are the exact index's too

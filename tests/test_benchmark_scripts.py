@@ -18,13 +18,14 @@ SMALL = ["dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "d
 def run_script(tmp_path: Path, script: str, *args: str) -> str:
     overrides = [arg for override in SMALL for arg in ("--override", override)]
     env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}
-    done = subprocess.run([sys.executable, f"benchmarks/{script}", "--datasets", "synthetic", *args, *overrides],
+    done = subprocess.run([sys.executable, "-m", f"benchmarks.{script}", "--datasets", "synthetic", *args, *overrides],
                           cwd=REPO, env=env, check=True, capture_output=True, text=True)
     return done.stdout
 
 
+@pytest.mark.slow
 def test_tuning_on_dev_then_quality_with_the_tuned_knobs(tmp_path):
-    out = run_script(tmp_path, "tune_iso.py", "--split", "dev", "--grid", "round3")
+    out = run_script(tmp_path, "tune_iso", "--split", "dev", "--grid", "round3")
     assert "held-out" in out
     tuning = json.loads((tmp_path / "tuning_round3_dev.json").read_text())
     assert tuning["split"] == "dev" and "IN-SAMPLE" in tuning["protocol"]
@@ -39,7 +40,7 @@ def test_tuning_on_dev_then_quality_with_the_tuned_knobs(tmp_path):
     assert cv["iso"]["in_sample"] == pytest.approx(best["iso"]["recall@5"], abs=1e-6)  # float64 mean of the per-question values
     assert 0.0 <= cv["iso"]["held_out"] <= 1.0
 
-    run_script(tmp_path, "quality.py", "--graphs", "title_mention", "--per-dataset-knobs", str(tmp_path / "tuning_round3_dev.json"),
+    run_script(tmp_path, "quality", "--graphs", "title_mention", "--per-dataset-knobs", str(tmp_path / "tuning_round3_dev.json"),
                "--ablation-seeds", "2")
     quality = json.loads((tmp_path / "quality_tuning_round3_dev.json").read_text())
     assert "IN-SAMPLE" in quality["knobs"]
@@ -52,8 +53,9 @@ def test_tuning_on_dev_then_quality_with_the_tuned_knobs(tmp_path):
     assert result["real_phi_beats_ablations_r5"] == all(result["metrics"]["iso"]["recall@5"] > result["metrics"][a]["recall@5"] for a in ablations)
 
 
+@pytest.mark.slow
 def test_f_theta_geometry_compares_every_variant_with_p_zero(tmp_path):
-    run_script(tmp_path, "f_theta_geometry.py")
+    run_script(tmp_path, "f_theta_geometry")
     rows = json.loads((tmp_path / "f_theta_geometry.json").read_text())["rows"]
     variants = ("default", "no_radial", "strong_radial", "wide_radius")
     assert [(r["variant"], r["p"]) for r in rows] == [("none (p = 0)", 0.0)] + [(v, p) for v in variants for p in (1.0, 4.0)]
@@ -65,12 +67,13 @@ def test_f_theta_geometry_compares_every_variant_with_p_zero(tmp_path):
 
 def quality_error(tmp_path: Path, *args: str) -> str:
     """quality.py's stderr for arguments it must refuse (it must exit non-zero)."""
-    done = subprocess.run([sys.executable, "benchmarks/quality.py", "--datasets", "synthetic", *args],
-                          cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.quality", "--datasets", "synthetic", *args],
+                          check=False, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
     assert done.returncode != 0, done.stdout[-500:]
     return done.stderr
 
 
+@pytest.mark.slow
 def test_quality_rejects_unusable_tuning_files(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
@@ -82,8 +85,9 @@ def test_quality_rejects_unusable_tuning_files(tmp_path):
     assert not list(tmp_path.glob("quality*.json"))  # nothing written
 
 
+@pytest.mark.slow
 def test_ann_benchmark_compares_exact_hnsw_and_ivf(tmp_path):
-    out = run_script(tmp_path, "ann.py", "--sizes", "1500", "--queries", "12")
+    out = run_script(tmp_path, "ann", "--sizes", "1500", "--queries", "12")
     assert "generated-1500" in out
     rows = json.loads((tmp_path / "ann.json").read_text())["rows"]
     assert [row["corpus"] for row in rows] == ["synthetic-dev (title_mention)", "generated-1500"]
@@ -99,6 +103,7 @@ def test_ann_benchmark_compares_exact_hnsw_and_ivf(tmp_path):
     assert real["ivf"]["pool_recall"] == 1.0 and real["ivf"]["recall@5"] == real["exact"]["recall@5"]
 
 
+@pytest.mark.slow
 def test_load_test_drives_both_servers_at_every_level(shared_data, tmp_path):
     from isorag_pyg import ISORAGIndex, PhiSpec
     from isorag_pyg.datasets import generate_synthetic_dataset
@@ -106,7 +111,7 @@ def test_load_test_drives_both_servers_at_every_level(shared_data, tmp_path):
     corpus = generate_synthetic_dataset(num_entities=40, num_hubs=2, hub_size=10, num_questions=4).corpus
     index_dir = ISORAGIndex.build(corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False).save(tmp_path / "index")
     env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)}  # 2Wiki questions, any index
-    subprocess.run([sys.executable, "benchmarks/load_test.py", "--index", str(index_dir), "--clients", "1", "4", "--requests", "8",
+    subprocess.run([sys.executable, "-m", "benchmarks.load_test", "--index", str(index_dir), "--clients", "1", "4", "--requests", "8",
                     "--warmup", "2", "--level-seconds", "60"], cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=600)
     result = json.loads((tmp_path / "load_test.json").read_text())
     assert [level["clients"] for level in result["levels"]] == [1, 4]

@@ -1,44 +1,92 @@
-"""One set of defaults: the hydra configs say what the library does when given nothing."""
+"""One source of defaults: the knob dataclasses (isorag_pyg/knobs.py) and the classes' signatures;
+the hydra configs, the docs' knob table and the ``isorag`` help are checked against them here."""
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
-from isorag_pyg.retrieval import GlobalPPRRetriever, ISORetriever
+from isorag_pyg.cli import _parser
+from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS
+from isorag_pyg.knobs import BM25Knobs, DenseKnobs, ISOKnobs, PhiSpec, PPRKnobs
+from isorag_pyg.retrieval import BM25Retriever, DenseRetriever, GlobalPPRRetriever, ISORetriever
 from isorag_pyg.training import (
     DEFAULT_TRAINER,
+    FThetaConfig,
     GraphTripletDataModule,
     HyperbolicEmbeddingModule,
 )
 from isorag_pyg.transforms import IsoperimetricFilter
-from isorag_pyg.utils import PhiSpec
+from isorag_pyg.utils.ppr import personalized_pagerank
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
 
 
-def defaults(cls: type) -> dict:
-    return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items() if p.default is not inspect.Parameter.empty}
+def defaults(function) -> dict:
+    return {name: p.default for name, p in inspect.signature(function).parameters.items() if p.default is not inspect.Parameter.empty}
 
 
 def yaml(path: str, drop: tuple[str, ...] = ()) -> dict:
     return {k: v for k, v in OmegaConf.to_container(OmegaConf.load(CONF / path)).items() if k not in drop}
 
 
-@pytest.mark.parametrize("path,cls", [("retriever/iso.yaml", ISORetriever), ("retriever/ppr.yaml", GlobalPPRRetriever),
-                                      ("model/poincare.yaml", HyperbolicEmbeddingModule), ("data/triplets.yaml", GraphTripletDataModule)])
-def test_configs_equal_the_library_defaults(path, cls):
+@pytest.mark.parametrize("path,knobs", [("retriever/iso.yaml", ISOKnobs), ("retriever/ppr.yaml", PPRKnobs)])
+def test_retriever_configs_equal_the_knob_dataclasses(path, knobs):
     config = yaml(path, drop=("name", "kind", "device"))
-    library = defaults(cls)
+    library = dataclasses.asdict(knobs())
     assert config == {k: library[k] for k in config}, path
-    assert set(library) - set(config) <= {"query_chunk", "curvature", "seed", "ann"}  # runtime-only arguments (ann: the index's own)
+    assert set(library) - set(config) <= {"query_chunk"}  # runtime-only
 
 
-def test_phi_and_trainer_defaults():
+@pytest.mark.parametrize("cls,knobs", [(ISORetriever, ISOKnobs), (GlobalPPRRetriever, PPRKnobs), (DenseRetriever, DenseKnobs),
+                                       (BM25Retriever, BM25Knobs)])
+def test_retrievers_take_the_knob_dataclasses(cls, knobs):
+    assert defaults(cls.__init__)["knobs"] == knobs()
+
+
+@pytest.mark.parametrize("path,cls", [("model/poincare.yaml", HyperbolicEmbeddingModule), ("data/triplets.yaml", GraphTripletDataModule)])
+def test_f_theta_configs_equal_the_library_defaults(path, cls):
+    config = yaml(path)
+    library = defaults(cls.__init__)
+    assert config == {k: library[k] for k in config}, path
+    assert set(library) - set(config) <= {"curvature", "seed"}
+
+
+def test_phi_trainer_transform_and_ppr_defaults():
     assert PhiSpec(**yaml("phi/default.yaml")) == PhiSpec()
     assert yaml("trainer/default.yaml", drop=("_target_",)) == DEFAULT_TRAINER
-    transform = defaults(IsoperimetricFilter)
+    transform = defaults(IsoperimetricFilter.__init__)
     assert {k: transform[k] for k in ("p", "eps", "shell_floor", "curvature")} == dataclasses.asdict(PhiSpec())
+    assert transform["beta"] == ISOKnobs.beta
+    ppr = defaults(personalized_pagerank)
+    assert {k: ppr[k] for k in ("alpha", "tol", "max_iter")} == {"alpha": PPRKnobs.alpha, "tol": PPRKnobs.tol, "max_iter": PPRKnobs.max_iter}
+
+
+def test_docs_knob_table_equals_the_dataclasses():
+    section = (ROOT / "docs" / "configuration.md").read_text().split("## Retriever knobs\n")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| ([^|]+) \|", section, re.MULTILINE)
+    table = {name: (iso.strip(), ppr.strip()) for name, iso, ppr in rows}
+    iso, ppr = dataclasses.asdict(ISOKnobs()), dataclasses.asdict(PPRKnobs())
+    assert set(table) == set(iso) | set(ppr)
+    for name, (iso_cell, ppr_cell) in table.items():
+        assert iso_cell == (str(iso[name]) if name in iso else "—"), name
+        assert ppr_cell == (str(ppr[name]) if name in ppr else "—"), name
+
+
+def test_cli_defaults_and_help_come_from_the_library():
+    commands = _parser()._subparsers._group_actions[0].choices
+    expected = {
+        "index": {"p": PhiSpec.p, "shell_floor": PhiSpec.shell_floor, "epochs": DEFAULT_TRAINER["max_epochs"], "seed": FThetaConfig.seed,
+                  "max_tokens": DEFAULT_MAX_TOKENS},
+        "add": {"epochs": DEFAULT_TRAINER["max_epochs"], "seed": FThetaConfig.seed, "max_tokens": DEFAULT_MAX_TOKENS},
+    }
+    for command, values in expected.items():
+        actions = {action.dest: action for action in commands[command]._actions}
+        for dest, value in values.items():
+            assert actions[dest].default == value, (command, dest)
+            assert f"(default: {value:g})" in actions[dest].help, (command, dest)

@@ -96,6 +96,7 @@ def test_bundled_model_offline(tmp_path):
     assert emb[0] @ emb[1] > emb[0] @ emb[2]
 
 
+@pytest.mark.slow
 def test_multi_process_encoding_equals_one_process(tmp_path, monkeypatch):
     from sentence_transformers import SentenceTransformer
 

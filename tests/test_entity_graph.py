@@ -97,7 +97,7 @@ def test_isoperimetric_filter_works_on_an_entity_graph():
     data = build_corpus_graph(CORPUS, x, run_builders({"entity_graph": {}}, CORPUS, x))
     spec = UtilsPhiSpec(p=0.0)
     log_phi = log_phi_from_ball(data.edge_index, None, spec, num_nodes=data.num_nodes)
-    out = IsoperimetricFilter(beta=0.9, phi="phi")(Data(edge_index=data.edge_index, log_phi=log_phi, node_type=data.node_type,
+    out = IsoperimetricFilter(beta=0.9, phi_source="phi")(Data(edge_index=data.edge_index, log_phi=log_phi, node_type=data.node_type,
                                                         num_nodes=data.num_nodes))
     src, dst = data.edge_index
     keep = (torch.minimum(log_phi[src], log_phi[dst]) - torch.maximum(log_phi[src], log_phi[dst])) >= torch.log(torch.tensor(0.9))
@@ -128,7 +128,7 @@ def index() -> ISORAGIndex:
 
 def test_index_over_an_untitled_corpus_is_an_entity_graph_ranking_passages(index, tmp_path):
     assert index.graph_spec == {"entity_graph": {}} and index.statistics["edges"] > 0 and index.graph.num_nodes > len(index)
-    assert index.knobs == ENTITY_GRAPH_KNOBS and index.retriever("iso").hops == ENTITY_GRAPH_KNOBS["iso"]["hops"]
+    assert index.knobs == ENTITY_GRAPH_KNOBS and index.retriever("iso").knobs.hops == ENTITY_GRAPH_KNOBS["iso"]["hops"]
     questions = ["Where was the director of Velmora born?", "Which country is Kostrov in?"]
     for name in ("iso", "ppr", "dense", "iso_uniform"):
         hits = index.retrieve(questions, k=5, retriever=name)

@@ -22,6 +22,7 @@ def evaluate(tmp_path, *overrides):
         return run_evaluation(cfg)
 
 
+@pytest.mark.slow
 def test_compare_writes_metrics_traces_and_case_study(tmp_path):
     out = tmp_path / "copy" / "m.json"
     summary = evaluate(tmp_path, "compare=[iso,dense,bm25,ppr,iso_uniform]", "case_study=0", f"metrics_out={out}")
@@ -45,6 +46,7 @@ def test_compare_writes_metrics_traces_and_case_study(tmp_path):
     assert summary["retrievers"]["dense"]["recall@10"] >= summary["retrievers"]["dense"]["recall@5"]
 
 
+@pytest.mark.slow
 def test_index_is_built_once_then_cached(tmp_path):
     cache = f"encoder.cache_dir={tmp_path / 'cache'}"
     a = evaluate(tmp_path / "a", "traces=false", cache, "phi.p=1")
@@ -56,6 +58,7 @@ def test_index_is_built_once_then_cached(tmp_path):
     assert len(list((tmp_path / "cache" / "indexes").iterdir())) == 2
 
 
+@pytest.mark.slow
 def test_f_theta_is_trained_only_when_phi_needs_it(tmp_path):
     summary = evaluate(tmp_path / "default", "traces=false", f"encoder.cache_dir={tmp_path / 'cache'}")  # φ: p = 0
     assert not (tmp_path / "default" / "f_theta").exists() and summary["phi"]["p"] == 0.0
@@ -73,6 +76,7 @@ def test_leaky_graph_is_labelled(tmp_path):
     assert summary["builders"] == ["context_cooccurrence"]
 
 
+@pytest.mark.slow
 def test_evaluates_the_index_train_py_saved(tmp_path):
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         run_training(compose("train", overrides=[f"paths.output_dir={tmp_path / 'train'}", *SMALL, "trainer.max_epochs=2", "logger=none"]))

@@ -15,7 +15,7 @@ from isorag_pyg.index import RETRIEVERS, IndexFormatError
 from isorag_pyg.index.storage import MANIFEST, _manifest_digest
 from isorag_pyg.utils import log_phi_from_ball
 
-SMALL = dict(num_entities=60, num_hubs=2, hub_size=15, num_questions=12)
+SMALL = {"num_entities": 60, "num_hubs": 2, "hub_size": 15, "num_questions": 12}
 QUESTIONS = generate_synthetic_dataset(**SMALL).questions
 F_THETA = FThetaConfig(trainer={"max_epochs": 2, "enable_progress_bar": False, "enable_model_summary": False})
 
@@ -91,9 +91,9 @@ def test_retrieve_returns_passages_best_first(index):
 def test_stored_knobs_apply_and_are_saved(index, tmp_path):
     index.set_knobs("iso", {"beta": 0.3, "hops": 2})
     try:
-        assert index.retriever("iso").beta == 0.3 and index.retriever("iso", beta=0.5).beta == 0.5
+        assert index.retriever("iso").knobs.beta == 0.3 and index.retriever("iso", beta=0.5).knobs.beta == 0.5
         loaded = ISORAGIndex.load(index.save(tmp_path / "tuned"))
-        assert loaded.knobs == {"iso": {"beta": 0.3, "hops": 2}} and loaded.retriever("iso").hops == 2
+        assert loaded.knobs == {"iso": {"beta": 0.3, "hops": 2}} and loaded.retriever("iso").knobs.hops == 2
         with pytest.raises(ValueError, match="beta"):
             index.set_knobs("iso", {"beta": 2.0})
     finally:
@@ -118,7 +118,7 @@ def test_crash_mid_save_leaves_the_previous_index(index, saved, tmp_path, monkey
     def crash(*args, **kwargs):
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr("isorag_pyg.index.index.save_file", crash)
+    monkeypatch.setattr("isorag_pyg.index.storage.save_file", crash)
     other = ISORAGIndex.build([{"title": "A", "text": "one passage"}, {"title": "B", "text": "another one"}], f_theta=None,
                               phi=PhiSpec(p=0.0), progress=False)
     with pytest.raises(OSError, match="simulated"):

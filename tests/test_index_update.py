@@ -1,6 +1,8 @@
 """Incremental updates equal a full rebuild over the same passages with the same f_θ."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -42,6 +44,7 @@ def assert_same_as_rebuild(index: ISORAGIndex, graph: dict | None = GRAPH) -> No
                [[h.id for h in hits] for hits in rebuilt.retrieve(questions, k=5, retriever=name)], name
 
 
+@pytest.mark.slow
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(added=st.sets(st.integers(40, len(CORPUS) - 1), min_size=1, max_size=15),
        removed=st.sets(st.integers(0, 39), max_size=8))
@@ -68,7 +71,7 @@ def test_updates_survive_save_and_load(base, tmp_path):
 
 def test_phi_is_recomputed_only_around_the_change():
     names = ["Alvorn", "Brelith", "Corvane", "Dunmere", "Estrove"]
-    chain = [{"id": n, "title": n, "text": f"{n} is next to {m}."} for n, m in zip(names, names[1:])]  # Alvorn - ... - Estrove
+    chain = [{"id": n, "title": n, "text": f"{n} is next to {m}."} for n, m in itertools.pairwise(names)]  # Alvorn - ... - Estrove
     index = ISORAGIndex.build(chain + [{"id": "Estrove", "title": "Estrove", "text": "Estrove is the last."}], graph=TITLES,
                               f_theta=None, phi=PhiSpec(p=0.0), progress=False)
     report = index.add([{"id": "lonely", "title": "Zyxwvut", "text": "An unrelated note."}])
@@ -100,6 +103,7 @@ def test_refit_retrains_f_theta_on_the_new_graph(base, tmp_path):
     assert index.f_theta_info["metrics"] is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, params", [("hnsw", {"ef_search": 512}), ("ivf", {"nlist": 4, "nprobe": 4})])
 def test_updates_keep_the_ann_index_in_step(tmp_path, kind, params):
     """Added passages enter the ANN index, a removal rebuilds it; searched exhaustively it gives the

@@ -30,7 +30,7 @@ def kept(data: Data) -> set[tuple[int, int]]:
 def test_from_ball_coordinates_matches_profile(device):
     z = torch.tensor([[0.1, 0.0], [0.5, 0.0], [0.0, 0.7], [0.0, 0.2]])
     data = path_data(z=z).to(device)
-    out = IsoperimetricFilter(beta=0.6, p=2.0, shell_floor=0.0, phi="z")(data)
+    out = IsoperimetricFilter(beta=0.6, p=2.0, shell_floor=0.0, phi_source="z")(data)
     lp = log_isoperimetric_profile(PATH, log_volume(z, 2.0), shell_floor=0.0)
     expected = {(u, v) for u, v in PATH.t().tolist() if min(lp[u], lp[v]) - max(lp[u], lp[v]) >= torch.log(torch.tensor(0.6))}
     assert kept(out) == expected
@@ -58,34 +58,34 @@ def test_defaults_are_the_phi_spec_and_its_one_function():
 
 
 def test_precomputed_phi_and_aligned_edge_attributes():
-    out = IsoperimetricFilter(beta=0.5, phi="phi")(path_data(phi=torch.tensor([1.0, 1.0, 0.4, 0.4])))
+    out = IsoperimetricFilter(beta=0.5, phi_source="phi")(path_data(phi=torch.tensor([1.0, 1.0, 0.4, 0.4])))
     assert kept(out) == {(0, 1), (1, 0), (2, 3), (3, 2)}
     assert out.edge_attr.tolist() == [0.0, 1.0, 4.0, 5.0]
 
 
 def test_callable_source_and_beta_extremes():
     phi = lambda data: torch.tensor([2.0, 2.0, 1.0, 3.0])
-    assert kept(IsoperimetricFilter(beta=1.0, phi=phi)(path_data())) == {(0, 1), (1, 0)}
-    assert kept(IsoperimetricFilter(beta=1e-9, phi=phi)(path_data())) == set(map(tuple, PATH.t().tolist()))
+    assert kept(IsoperimetricFilter(beta=1.0, phi_source=phi)(path_data())) == {(0, 1), (1, 0)}
+    assert kept(IsoperimetricFilter(beta=1e-9, phi_source=phi)(path_data())) == set(map(tuple, PATH.t().tolist()))
 
 
 def test_input_not_modified():
     data = path_data(phi=torch.tensor([1.0, 1.0, 0.1, 0.1]))
-    IsoperimetricFilter(beta=0.5, phi="phi")(data)
+    IsoperimetricFilter(beta=0.5, phi_source="phi")(data)
     assert data.edge_index.size(1) == 6 and "log_phi" not in data
 
 
 def test_ablation_modes():
     data = path_data(phi=torch.tensor([1.0, 0.9, 0.1, 0.01]))
-    assert IsoperimetricFilter(beta=1.0, phi="phi", mode="uniform")(data).num_removed_edges == 0
-    shuffled = IsoperimetricFilter(beta=0.5, phi="phi", mode="shuffled", seed=1)(data)
+    assert IsoperimetricFilter(beta=1.0, phi_source="phi", phi_mode="uniform")(data).num_removed_edges == 0
+    shuffled = IsoperimetricFilter(beta=0.5, phi_source="phi", phi_mode="shuffled", seed=1)(data)
     assert sorted(shuffled.phi.tolist()) == pytest.approx(sorted([1.0, 0.9, 0.1, 0.01]))
-    again = IsoperimetricFilter(beta=0.5, phi="phi", mode="shuffled", seed=1)(data)
+    again = IsoperimetricFilter(beta=0.5, phi_source="phi", phi_mode="shuffled", seed=1)(data)
     assert torch.equal(shuffled.phi, again.phi)
-    rnd = IsoperimetricFilter(beta=0.5, phi="phi", mode="random", seed=3)(data)
+    rnd = IsoperimetricFilter(beta=0.5, phi_source="phi", phi_mode="random", seed=3)(data)
     assert ((rnd.phi > 0) & (rnd.phi < 1)).all()
-    assert torch.equal(rnd.phi, IsoperimetricFilter(beta=0.5, phi="phi", mode="random", seed=3)(data).phi)
-    assert not torch.equal(rnd.phi, IsoperimetricFilter(beta=0.5, phi="phi", mode="random", seed=4)(data).phi)
+    assert torch.equal(rnd.phi, IsoperimetricFilter(beta=0.5, phi_source="phi", phi_mode="random", seed=3)(data).phi)
+    assert not torch.equal(rnd.phi, IsoperimetricFilter(beta=0.5, phi_source="phi", phi_mode="random", seed=4)(data).phi)
 
 
 def test_compose_and_batch():
@@ -93,7 +93,7 @@ def test_compose_and_batch():
     g2 = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), edge_attr=torch.tensor([10.0, 11, 12, 13]),
               phi=torch.tensor([0.2, 1.0, 1.0]), num_nodes=3)
     batch = Batch.from_data_list([g1, g2])
-    out = T.Compose([IsoperimetricFilter(beta=0.5, phi="phi")])(batch)
+    out = T.Compose([IsoperimetricFilter(beta=0.5, phi_source="phi")])(batch)
     assert out.num_removed_edges == 4
     first, second = out.to_data_list()
     assert kept(first) == {(0, 1), (1, 0), (2, 3), (3, 2)} and first.edge_attr.tolist() == [0.0, 1.0, 4.0, 5.0]
@@ -102,17 +102,17 @@ def test_compose_and_batch():
 
 
 def test_empty_graph():
-    out = IsoperimetricFilter(phi="z")(Data(edge_index=torch.empty(2, 0, dtype=torch.long), z=torch.zeros(0, 2), num_nodes=0))
+    out = IsoperimetricFilter(phi_source="z")(Data(edge_index=torch.empty(2, 0, dtype=torch.long), z=torch.zeros(0, 2), num_nodes=0))
     assert out.edge_index.shape == (2, 0) and out.num_removed_edges == 0
 
 
 def test_repr():
-    assert repr(IsoperimetricFilter(beta=0.3, p=4.0)) == "IsoperimetricFilter(beta=0.3, p=4.0, phi='z', mode='real')"
+    assert repr(IsoperimetricFilter(beta=0.3, p=4.0)) == "IsoperimetricFilter(beta=0.3, p=4.0, phi_source='z', phi_mode='real')"
 
 
 @pytest.mark.parametrize(
     "kwargs,match",
-    [({"beta": 0.0}, "beta"), ({"beta": 1.2}, "beta"), ({"mode": "bogus"}, "mode"), ({"phi": "x"}, "phi"), ({"eps": 0}, "eps"),
+    [({"beta": 0.0}, "beta"), ({"beta": 1.2}, "beta"), ({"phi_mode": "bogus"}, "phi_mode"), ({"phi_source": "x"}, "phi_source"), ({"eps": 0}, "eps"),
      ({"shell_floor": -1.0}, "shell_floor")],
 )
 def test_bad_arguments(kwargs, match):
@@ -122,10 +122,10 @@ def test_bad_arguments(kwargs, match):
 
 def test_missing_attributes():
     with pytest.raises(ValueError, match="data.z"):
-        IsoperimetricFilter(phi="z", p=1.0)(path_data())
-    counted = IsoperimetricFilter(phi="z", p=0.0, shell_floor=0.0)(path_data())  # p = 0 counts nodes: no coordinates needed
+        IsoperimetricFilter(phi_source="z", p=1.0)(path_data())
+    counted = IsoperimetricFilter(phi_source="z", p=0.0, shell_floor=0.0)(path_data())  # p = 0 counts nodes: no coordinates needed
     assert torch.allclose(counted.phi, torch.tensor([0.5, 1 / 3, 1 / 3, 0.5], dtype=torch.float64))
     with pytest.raises(ValueError, match="log_phi"):
-        IsoperimetricFilter(phi="phi")(path_data())
+        IsoperimetricFilter(phi_source="phi")(path_data())
     with pytest.raises(ValueError, match="3 values for 4 nodes"):
-        IsoperimetricFilter(phi="phi")(path_data(phi=torch.ones(3)))
+        IsoperimetricFilter(phi_source="phi")(path_data(phi=torch.ones(3)))

@@ -1,4 +1,4 @@
-"""benchmarks/noise.py run as a user would on a small synthetic corpus (JSON and plot go to a
+"""The noise benchmark (``python -m benchmarks.noise``) run as a user would on a small synthetic corpus (JSON and plot go to a
 temporary folder), and its β rule on graphs with a known answer."""
 from __future__ import annotations
 
@@ -11,23 +11,24 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_benchmark_scripts import SMALL
 from torch_geometric.utils import to_undirected
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-from test_benchmark_scripts import SMALL  # noqa: E402
+from benchmarks.noise import beta_rule
+from isorag_pyg.utils.isoperimetric import log_isoperimetric_profile
 
-from isorag_pyg.utils.isoperimetric import beta_rule, log_isoperimetric_profile  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def noise_script(tmp_path: Path, *args: str) -> str:
     overrides = [arg for override in SMALL for arg in ("--override", override)]
     env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}
-    done = subprocess.run([sys.executable, "benchmarks/noise.py", "--datasets", "synthetic", *args, *overrides],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.noise", "--datasets", "synthetic", *args, *overrides],
                           cwd=REPO, env=env, check=True, capture_output=True, text=True)
     return done.stdout
 
 
+@pytest.mark.slow
 def test_noise_benchmark_tunes_on_training_questions_per_level(tmp_path):
     levels = ["clean", "hub-2.5%x150", "random-1x", "comention", "rich-weighted"]
     out = noise_script(tmp_path, "--levels", *levels)
@@ -37,7 +38,7 @@ def test_noise_benchmark_tunes_on_training_questions_per_level(tmp_path):
     assert "training questions" in payload["protocol"] and list(payload["levels"]) == levels
     results = {r["level"]: r for r in payload["results"]}
     grid = payload["train_settings"]
-    for level, row in results.items():
+    for row in results.values():
         assert row["n_dev_questions"] == 20 and row["n_train_questions"] == 20
         for family, knobs in row["tuned_knobs"].items():
             assert knobs in grid[family]  # every choice comes from the training grid
@@ -60,6 +61,7 @@ def test_noise_benchmark_tunes_on_training_questions_per_level(tmp_path):
     assert set(payload["summary"]["targets"]) == {"synthetic/fixed", "synthetic/robust", "synthetic/tuned", "synthetic/tuned_p0"}
 
 
+@pytest.mark.slow
 def test_noise_benchmark_stages_give_the_same_numbers(tmp_path):
     levels = ["clean", "hub-1%x50"]
     noise_script(tmp_path, "--levels", *levels)
@@ -72,8 +74,8 @@ def test_noise_benchmark_stages_give_the_same_numbers(tmp_path):
     staged = json.loads((tmp_path / "noise.json").read_text())
     assert staged["robust_default"]["knobs"] == whole["robust_default"]["knobs"]
     assert [r["metrics"] for r in staged["results"]] == [r["metrics"] for r in whole["results"]]
-    done = subprocess.run([sys.executable, "benchmarks/noise.py", "--datasets", "synthetic", "--stage", "dev", "--levels", "random-3x"],
-                          cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.noise", "--datasets", "synthetic", "--stage", "dev", "--levels", "random-3x"],
+                          check=False, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
     assert done.returncode != 0 and "without levels ['random-3x']" in done.stderr
 
 

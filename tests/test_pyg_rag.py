@@ -7,9 +7,10 @@ from torch_geometric.llm import RAGQueryLoader
 
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import generate_synthetic_dataset
+from isorag_pyg.index.answers import node_records
 from isorag_pyg.index.pyg_rag import rag_components
 
-SMALL = dict(num_entities=60, num_hubs=2, hub_size=15, num_questions=8)
+SMALL = {"num_entities": 60, "num_hubs": 2, "hub_size": 15, "num_questions": 8}
 
 
 @pytest.fixture(scope="module", params=[{"title_mention": {}}, None], ids=["title_mention", "auto"])
@@ -26,13 +27,13 @@ def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
     for question in generate_synthetic_dataset(**SMALL).questions:
         data = loader.query(question.text)
         assert data.num_nodes == len(data.passage_id) == data.node_idx.numel() == data.ppr.numel() == data.score.numel()
-        assert data.passage_id == [record[0] for record in index.node_records(data.node_idx.tolist())]
+        assert data.passage_id == [record[0] for record in node_records(index.passages, getattr(index.graph, "entity_names", []), data.node_idx.tolist())]
         assert data.node_type.tolist() == [int(i >= len(index)) for i in data.node_idx.tolist()]
         assert torch.allclose(data.ppr.sum(), torch.tensor(1.0), atol=1e-4)  # a distribution over the local graph
         # the kept edges are corpus edges (edge_idx names them) between local nodes that pass the isoperimetric test
         assert torch.equal(index.graph.edge_index[:, data.edge_idx], data.node_idx[data.edge_index])
         log_phi = data.log_phi[data.edge_index]
-        assert ((log_phi[0] - log_phi[1]).abs() <= -torch.log(torch.tensor(feature_store.retriever.beta, dtype=torch.float64)) + 1e-12).all()
+        assert ((log_phi[0] - log_phi[1]).abs() <= -torch.log(torch.tensor(feature_store.retriever.knobs.beta, dtype=torch.float64)) + 1e-12).all()
         removed += data.num_removed_edges
         # ranked by score, the local graph gives exactly what the index retrieves
         top = data.node_idx[data.score.argsort(descending=True, stable=True)[:5]]

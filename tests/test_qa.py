@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from isorag_pyg.datasets import Passage, Question
 from isorag_pyg.jobs.evaluate import run_evaluation
 from isorag_pyg.qa import GeneratorError, OpenAIChatGenerator, PromptTemplate, answer_questions, exact_match, token_f1
+from isorag_pyg.qa.server import LEGACY_SETTINGS, ReaderSettings, Timing, parse_timings
 
 TEMPLATE = PromptTemplate(system="Answer briefly.", user="Passages:\n{passages}\n\nQuestion: {question}\nAnswer:", passage="[{index}] {title}: {text}")
 
@@ -100,18 +101,18 @@ def test_api_key_is_never_written(tmp_path, monkeypatch):
 
 def test_evaluate_with_qa(tmp_path):
     conf = str(Path(__file__).resolve().parents[1] / "conf")
-    with FakeLLM() as server:
-        with initialize_config_dir(config_dir=conf, version_base="1.3"):
-            cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", "dataset.generator.num_entities=60", "dataset.generator.num_hubs=2",
-                                             "dataset.generator.hub_size=15", "dataset.generator.num_questions=20", "trainer.max_epochs=2",
-                                             "retriever=dense", "traces=false", "qa=openai", f"qa.base_url={server.base_url}", "qa.backoff=0.01"])
-            summary = run_evaluation(cfg)
+    with FakeLLM() as server, initialize_config_dir(config_dir=conf, version_base="1.3"):
+        cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", "dataset.generator.num_entities=60", "dataset.generator.num_hubs=2",
+                                         "dataset.generator.hub_size=15", "dataset.generator.num_questions=20", "trainer.max_epochs=2",
+                                         "retriever=dense", "traces=false", "qa=openai", f"qa.base_url={server.base_url}", "qa.backoff=0.01"])
+        summary = run_evaluation(cfg)
     assert {"em", "f1", "avg_prompt_tokens", "recall@5"} <= set(summary)
     assert summary["qa_questions"] == 20 and summary["avg_prompt_tokens"] > 20
     assert len((tmp_path / "qa_predictions.jsonl").read_text().splitlines()) == 20
     assert "usage.prompt_tokens" in summary["prompt_token_counter"]
 
 
+@pytest.mark.slow
 def test_evaluate_py_reports_unreachable_endpoint_cleanly(tmp_path):
     import subprocess
     import sys
@@ -123,7 +124,7 @@ def test_evaluate_py_reports_unreachable_endpoint_cleanly(tmp_path):
     cmd = [sys.executable, "evaluate.py", "retriever=dense", "traces=false", "qa=openai", f"qa.base_url=http://127.0.0.1:{port}/v1",
            "qa.max_retries=0", "dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "dataset.generator.hub_size=15",
            "dataset.generator.num_questions=20", f"hydra.run.dir={tmp_path}", "encoder.show_progress=false"]
-    done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
+    done = subprocess.run(cmd, check=False, cwd=repo, capture_output=True, text=True)
     assert done.returncode == 1
     assert "evaluate.py: QA generation failed: cannot reach the generator" in done.stderr
     assert "Traceback" not in done.stderr
@@ -171,3 +172,28 @@ def test_first_answer_cuts_at_the_stop_string():
 
     assert first_answer(" Paris\nQuestion: next", ["\n"]) == "Paris"
     assert first_answer(" Paris ", None) == "Paris"
+
+
+LLAMA_LOG = """Llama.generate: 300 prefix-match hit, remaining 512 prompt tokens to eval
+llama_perf_context_print:        load time =     100.00 ms
+llama_perf_context_print: prompt eval time =     930.52 ms /   512 tokens (    1.82 ms per token,   550.23 tokens per second)
+llama_perf_context_print:        eval time =      80.00 ms /     4 runs   (   20.00 ms per token,    50.00 tokens per second)
+llama_perf_context_print:       total time =    1015.00 ms /   516 tokens
+INFO:     127.0.0.1:40000 - "POST /v1/completions HTTP/1.1" 200 OK
+llama_perf_context_print: prompt eval time =      20.00 ms /    10 tokens (    2.00 ms per token,   500.00 tokens per second)
+llama_perf_context_print:        eval time =       0.00 ms /     0 runs   (    0.00 ms per token,      0.00 tokens per second)
+"""
+
+
+def test_llama_timings_are_read_from_the_server_log():
+    assert parse_timings(LLAMA_LOG) == [Timing(512, 930.52, 4, 80.0), Timing(10, 20.0, 0, 0.0)]
+    with pytest.raises(ValueError, match="unmatched"):
+        parse_timings(LLAMA_LOG.rsplit("llama_perf_context_print:        eval", 1)[0])
+
+
+def test_reader_settings_become_server_flags_and_refuse_nonsense():
+    flags = ReaderSettings(threads=2, logits_all=False, n_batch=256, n_ubatch=128).args()
+    assert flags[flags.index("--logits_all") + 1] == "False" and flags[flags.index("--n_ubatch") + 1] == "128"
+    assert LEGACY_SETTINGS.logits_all and LEGACY_SETTINGS.threads == 1
+    with pytest.raises(ValueError, match="must be >= 1"):
+        ReaderSettings(threads=0)

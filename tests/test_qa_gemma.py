@@ -53,8 +53,8 @@ def fewshot() -> PromptTemplate:
 def served_generator(server: LlamaServer, cache: Path | None = None, **kwargs) -> OpenAIChatGenerator:
     """The client as qa=openai_base configures it, pointed at ``server``."""
     cfg = qa_config("openai_base")
-    params = dict(concurrency=cfg.concurrency, max_retries=cfg.max_retries, timeout=cfg.timeout, backoff=0.05,
-                  temperature=cfg.temperature, max_tokens=cfg.max_tokens, cache_path=cache, stop=list(cfg.stop))
+    params = {"concurrency": cfg.concurrency, "max_retries": cfg.max_retries, "timeout": cfg.timeout, "backoff": 0.05,
+                  "temperature": cfg.temperature, "max_tokens": cfg.max_tokens, "cache_path": cache, "stop": list(cfg.stop)}
     return OpenAIChatGenerator(server.base_url, server.model, **{**params, **kwargs})
 
 
@@ -70,6 +70,7 @@ def test_packaged_model_lives_in_the_cache_and_a_damaged_copy_is_replaced(gemma_
     assert not list(tmp_path.glob(".assemble-*"))
 
 
+@pytest.mark.slow
 def test_transformers_reads_the_gguf_with_batched_left_padding(gemma_gguf):
     qs, passages = capital_questions()
     template = fewshot()
@@ -85,9 +86,10 @@ def test_transformers_reads_the_gguf_with_batched_left_padding(gemma_gguf):
         [r["answer"] for r in rows[:3]]  # padding changes nothing
 
 
+@pytest.mark.slow
 def test_evaluate_py_with_qa_gguf(gemma_gguf, tmp_path):
     cmd = [sys.executable, "evaluate.py", "qa=gguf", f"hydra.run.dir={tmp_path}", "encoder.show_progress=false", *SMALL]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["qa_questions"] == 3 and 0.0 <= metrics["f1"] <= 1.0 and metrics["avg_prompt_tokens"] > 200  # few-shot prompt
@@ -103,17 +105,23 @@ def server(llama_server_installed, gemma_gguf):
         yield running
 
 
+@pytest.mark.slow
 @pytest.mark.llama_server
 def test_server_answers_over_the_completions_endpoint(server, gemma_gguf):
     qs, passages = capital_questions()
     template = fewshot()
+    before = len(server.timings())
     metrics, rows = answer_questions(served_generator(server), template, qs, passages)
     assert metrics["em"] >= 0.75, rows
+    timings = server.timings()[before:]  # llama.cpp's account of each completion, from the server's log
+    assert len(timings) == len(qs) and all(t.prompt_tokens > 0 and t.prompt_ms > 0 for t in timings)
+    assert all(t.prompt_tokens < r["prompt_tokens"] for t, r in zip(timings[1:], rows[1:]))  # the few-shot prefix is reused
     assert "usage.prompt_tokens" in metrics["prompt_token_counter"]
     tokenizer, _ = load_gguf(gemma_gguf)  # the server counts prompt tokens with the same vocabulary and BOS
     assert [r["prompt_tokens"] for r in rows] == [len(tokenizer(template.request(q.text, p)).input_ids) for q, p in zip(qs, passages)]
 
 
+@pytest.mark.slow
 @pytest.mark.llama_server
 def test_evaluate_with_qa_openai_base_against_the_server(server, tmp_path):
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
@@ -135,6 +143,7 @@ answer_questions(gen, PromptTemplate(**spec["template"]), qs, passages)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.llama_server
 def test_interrupted_client_resumes_from_the_cache(server, tmp_path):
     """A client killed mid-run keeps what it had; the rerun asks only for the rest."""
@@ -161,6 +170,7 @@ def test_interrupted_client_resumes_from_the_cache(server, tmp_path):
     assert [r["answer"] for r in rows] == [r["answer"] for r in fresh_rows] and metrics == fresh_metrics
 
 
+@pytest.mark.slow
 @pytest.mark.llama_server
 def test_server_dying_mid_run_is_a_clear_error_and_keeps_the_answers(llama_server_installed, gemma_gguf, tmp_path):
     qs, passages = capital_questions()
@@ -185,30 +195,49 @@ def test_server_dying_mid_run_is_a_clear_error_and_keeps_the_answers(llama_serve
     assert len(cached_lines(cache)) == len(qs)
 
 
+@pytest.mark.slow
 @pytest.mark.llama_server
 def test_qa_benchmark_script_runs_on_a_small_corpus(llama_server_installed, gemma_gguf, tmp_path):
     overrides = [arg for o in SMALL[:5] for arg in ("--override", o)]
-    cmd = [sys.executable, "benchmarks/qa.py", "--datasets", "synthetic", "--max-questions", "3", "--rows", "closed_book", "dense", "oracle",
+    cmd = [sys.executable, "-m", "benchmarks.qa", "--datasets", "synthetic", "--max-questions", "3", "--rows", "closed_book", "dense", "oracle",
            "--agreement", "1", *overrides]
-    done = subprocess.run(cmd, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
+    done = subprocess.run(cmd, check=False, cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "qa.json").read_text())
     assert result["complete"] and result["results"]["synthetic"]["n_questions"] == 3
     rows = result["results"]["synthetic"]["templates"]["fewshot"]
     assert set(rows) == {"closed_book", "dense", "oracle"} and rows["oracle"]["answer_in_passages"] >= rows["closed_book"]["answer_in_passages"]
     assert all(len(r["answers"]) == 3 and r["avg_prompt_tokens"] > 200 for r in rows.values())
+    assert all(r["prompt_tokens_per_s"] > 0 and r["generation_tokens_per_s"] > 0 for r in rows.values())  # llama.cpp's own timings
     assert result["results"]["synthetic"]["agreement"]["prompts"] == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--out", "benchmarks/results/qa.json"], "expected a file name ending in .json"),
-    (["--max-questions", "0"], "--max-questions and --servers must be >= 1"),
-    (["--servers", "0"], "--max-questions and --servers must be >= 1"),
+    (["--max-questions", "0"], "--max-questions, --servers and --threads must be >= 1"),
+    (["--servers", "0"], "--max-questions, --servers and --threads must be >= 1"),
+    (["--threads", "0"], "--max-questions, --servers and --threads must be >= 1"),
 ])
 def test_qa_benchmark_refuses_bad_arguments_before_it_starts(tmp_path, args, message):
     """A path for ``--out`` would only fail when the results are written, after the whole run;
     ``--max-questions 0`` would have run every question: both are refused at once."""
-    done = subprocess.run([sys.executable, "benchmarks/qa.py", *args], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.qa", *args], check=False, cwd=REPO,
                           env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and message in done.stderr
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.llama_server
+@pytest.mark.shared_data
+def test_reader_speed_benchmark_compares_settings_on_the_same_prompts(llama_server_installed, gemma_gguf, shared_data, tmp_path):
+    cmd = [sys.executable, "-m", "benchmarks.reader_speed", "--questions", "2", "--configs", "legacy", "threads=1"]
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)}
+    done = subprocess.run(cmd, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "reader_speed.json").read_text())
+    legacy, tuned = result["runs"]
+    assert legacy["settings"]["logits_all"] and not tuned["settings"]["logits_all"] and legacy["prompt_speedup"] == 1.0
+    assert tuned["same_answers"] == 1.0 and tuned["answers"] == legacy["answers"]  # logits of the last token only: same greedy answers
+    assert all(r["prompt_tokens_per_s"] > 0 and r["evaluated_prompt_tokens"] <= r["prompt_tokens"] for r in result["runs"])

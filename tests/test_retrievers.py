@@ -16,7 +16,7 @@ from isorag_pyg.retrieval import (
     build_local_graphs,
 )
 from isorag_pyg.retrieval.candidates import DenseCandidates
-from isorag_pyg.retrieval.graph_index import GraphIndex
+from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
 from isorag_pyg.transforms import IsoperimetricFilter
 from isorag_pyg.utils.ppr import personalized_pagerank
 
@@ -44,7 +44,7 @@ def reference_candidates(scores_q, ei, m, pool_size, max_expansion):
 @pytest.mark.parametrize("max_expansion", [100, 3])
 def test_local_graphs_match_per_query_reference(max_expansion):
     graph, x, qe, _ = random_world()
-    index = GraphIndex(graph.edge_index, x)
+    index = RetrievalGraph(graph.edge_index, x)
     scores = index.scores(qe)
     local = build_local_graphs(DenseCandidates.from_scores(scores, 5), index, num_seeds=2, hops=1, max_expansion=max_expansion)
     for q in range(qe.size(0)):
@@ -63,7 +63,7 @@ def reference_iso(scores_q, index, log_phi, k, cfg, weight=None):
     nodes, seeds = reference_candidates(scores_q, index.edge_index, cfg["num_seeds"], pool_size, cfg["max_expansion"])
     nodes_t = torch.tensor(nodes)
     sub, sub_weight = subgraph(nodes_t, index.edge_index, index.edge_weight if weight else None, relabel_nodes=True)
-    local = IsoperimetricFilter(beta=cfg["beta"], phi="phi")(Data(edge_index=sub, edge_weight=sub_weight, log_phi=log_phi[nodes_t], num_nodes=len(nodes)))
+    local = IsoperimetricFilter(beta=cfg["beta"], phi_source="phi")(Data(edge_index=sub, edge_weight=sub_weight, log_phi=log_phi[nodes_t], num_nodes=len(nodes)))
     r = torch.zeros(len(nodes))
     r[[nodes.index(s) for s in seeds]] = torch.softmax(cfg["tau"] * scores_q[seeds], 0)
     pi = personalized_pagerank(local.edge_index, r, cfg["alpha"], tol=1e-9, max_iter=500, edge_weight=local.edge_weight).pi.squeeze(1)
@@ -73,16 +73,16 @@ def reference_iso(scores_q, index, log_phi, k, cfg, weight=None):
     return nodes_t[top.indices].tolist(), top.values
 
 
-CFG = dict(num_seeds=3, over_retrieval=2.0, max_expansion=100, beta=0.4, alpha=0.6, tau=5.0, lambda_graph=0.7, lambda_dense=0.3)
+CFG = {"num_seeds": 3, "over_retrieval": 2.0, "max_expansion": 100, "beta": 0.4, "alpha": 0.6, "tau": 5.0, "lambda_graph": 0.7, "lambda_dense": 0.3}
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_iso_retriever_matches_reference(device):
     graph, x, qe, log_phi = random_world()
-    retriever = ISORetriever(GraphIndex(graph.edge_index, x, device), log_phi, tol=1e-9, max_iter=500, **CFG)
+    retriever = ISORetriever(RetrievalGraph(graph.edge_index, x, device), log_phi, tol=1e-9, max_iter=500, **CFG)
     result = retriever.retrieve(Queries([""] * qe.size(0), qe), k=5)
-    scores = retriever.index.scores(qe).cpu()
-    index_cpu = GraphIndex(graph.edge_index, x)
+    scores = retriever.graph.scores(qe).cpu()
+    index_cpu = RetrievalGraph(graph.edge_index, x)
     for q in range(qe.size(0)):
         ids, values = reference_iso(scores[q], index_cpu, log_phi, 5, CFG)
         assert result.indices[q].tolist() == ids
@@ -93,9 +93,9 @@ def test_iso_retriever_matches_reference(device):
 def test_chunking_and_batching_do_not_change_results():
     graph, x, qe, log_phi = random_world(q=9)
     queries = Queries([""] * 9, qe)
-    whole = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **CFG).retrieve(queries, 4)
-    chunked = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, query_chunk=2, **CFG).retrieve(queries, 4)
-    single = [ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **CFG).retrieve(queries.slice(i, i + 1), 4).indices for i in range(9)]
+    whole = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, **CFG).retrieve(queries, 4)
+    chunked = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, query_chunk=2, **CFG).retrieve(queries, 4)
+    single = [ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, **CFG).retrieve(queries.slice(i, i + 1), 4).indices for i in range(9)]
     assert torch.equal(whole.indices, chunked.indices) and torch.equal(whole.indices, torch.cat(single))
     assert torch.allclose(whole.scores, chunked.scores)
     assert chunked.stats["queries"] == 9 and chunked.stats["candidates"] == whole.stats["candidates"]
@@ -105,19 +105,19 @@ def test_chunking_and_batching_do_not_change_results():
 def test_ablation_modes_change_only_the_pruning():
     graph, x, qe, log_phi = random_world()
     queries = Queries([""] * qe.size(0), qe)
-    uniform = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="uniform", **CFG).retrieve(queries, 5)
+    uniform = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, phi_mode="uniform", **CFG).retrieve(queries, 5)
     assert uniform.stats["removed_edges"] == 0
-    nothing_pruned = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **{**CFG, "beta": 1e-12}).retrieve(queries, 5)
+    nothing_pruned = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, **{**CFG, "beta": 1e-12}).retrieve(queries, 5)
     assert torch.equal(uniform.indices, nothing_pruned.indices)
-    shuffled = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="shuffled", seed=1, **CFG)
+    shuffled = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, phi_mode="shuffled", seed=1, **CFG)
     assert sorted(shuffled.log_phi.tolist()) == sorted(log_phi.tolist())
-    random_phi = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="random", seed=1, **CFG)
+    random_phi = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, phi_mode="random", seed=1, **CFG)
     assert not torch.equal(random_phi.log_phi, log_phi)
 
 
 def test_traces_describe_the_local_graph():
     graph, x, qe, log_phi = random_world(q=2)
-    result = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **CFG).retrieve(Queries(["a", "b"], qe), 5, trace=True)
+    result = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, **CFG).retrieve(Queries(["a", "b"], qe), 5, trace=True)
     t = result.traces[0]
     assert len(t["seeds"]) == 3 and set(t["seeds"]) <= set(t["candidates"])
     assert [i for i, _ in t["top"]] == result.indices[0].tolist()
@@ -127,26 +127,26 @@ def test_traces_describe_the_local_graph():
 
 def test_edge_cases_k_seeds_without_edges_single_passage():
     graph, x, qe, log_phi = random_world(n=6, e=0)
-    retriever = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, **CFG)
+    retriever = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, **CFG)
     res = retriever.retrieve(Queries([""] * qe.size(0), qe), k=50)  # k larger than the corpus
     assert res.indices.shape == (qe.size(0), 6)
-    dense = DenseRetriever(GraphIndex(NO_EDGES, x)).retrieve(Queries([""] * qe.size(0), qe), 6)
+    dense = DenseRetriever(RetrievalGraph(NO_EDGES, x)).retrieve(Queries([""] * qe.size(0), qe), 6)
     assert torch.equal(res.indices, dense.indices)  # no edges: PPR is the teleport, dense order wins
-    one = ISORetriever(GraphIndex(NO_EDGES, x[:1]), log_phi[:1], **CFG)
+    one = ISORetriever(RetrievalGraph(NO_EDGES, x[:1]), log_phi[:1], **CFG)
     assert one.retrieve(Queries(["q"], qe[:1]), 10).indices.tolist() == [[0]]
 
 
 def test_bad_inputs_give_clear_errors():
     graph, x, qe, log_phi = random_world()
     with pytest.raises(ValueError, match="NaN"):
-        ISORetriever(GraphIndex(graph.edge_index, x * float("nan")), log_phi)
+        ISORetriever(RetrievalGraph(graph.edge_index, x * float("nan")), log_phi)
     with pytest.raises(ValueError, match="log_phi has"):
-        ISORetriever(GraphIndex(graph.edge_index, x), log_phi[:3])
+        ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi[:3])
     with pytest.raises(ValueError, match="beta"):
-        ISORetriever(GraphIndex(graph.edge_index, x), log_phi, beta=1.5)
+        ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, beta=1.5)
     with pytest.raises(ValueError, match="non-empty"):
-        ISORetriever(GraphIndex(NO_EDGES, x[:0]), log_phi[:0])
-    retriever = ISORetriever(GraphIndex(graph.edge_index, x), log_phi)
+        ISORetriever(RetrievalGraph(NO_EDGES, x[:0]), log_phi[:0])
+    retriever = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi)
     with pytest.raises(ValueError, match="query embeddings have size"):
         retriever.retrieve(Queries(["q"], torch.randn(1, 3)), 5)
     with pytest.raises(ValueError, match="NaN"):
@@ -160,7 +160,7 @@ def test_bad_inputs_give_clear_errors():
 def test_every_retriever_rejects_an_empty_query_batch():
     graph, x, qe, log_phi = random_world()
     empty = Queries([], qe[:0])
-    for retriever in (ISORetriever(GraphIndex(graph.edge_index, x), log_phi), DenseRetriever(GraphIndex(NO_EDGES, x)), GlobalPPRRetriever(GraphIndex(graph.edge_index, x)), BM25Retriever(["cats sit", "dogs bark"])):
+    for retriever in (ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi), DenseRetriever(RetrievalGraph(NO_EDGES, x)), GlobalPPRRetriever(RetrievalGraph(graph.edge_index, x)), BM25Retriever(["cats sit", "dogs bark"])):
         with pytest.raises(ValueError, match="at least one query"):
             retriever.retrieve(empty, 5)
 
@@ -168,18 +168,18 @@ def test_every_retriever_rejects_an_empty_query_batch():
 def test_deterministic_rankings():
     graph, x, qe, log_phi = random_world()
     queries = Queries([""] * qe.size(0), qe)
-    a = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
-    b = ISORetriever(GraphIndex(graph.edge_index, x), log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
+    a = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
+    b = ISORetriever(RetrievalGraph(graph.edge_index, x), log_phi, phi_mode="shuffled", **CFG).retrieve(queries, 5)
     assert torch.equal(a.indices, b.indices) and torch.equal(a.scores, b.scores)
 
 
 def test_dense_and_global_ppr_baselines():
     graph, x, qe, _ = random_world()
     queries = Queries([""] * qe.size(0), qe)
-    dense = DenseRetriever(GraphIndex(NO_EDGES, x), query_chunk=2).retrieve(queries, 5)
+    dense = DenseRetriever(RetrievalGraph(NO_EDGES, x), query_chunk=2).retrieve(queries, 5)
     assert torch.equal(dense.indices, (qe @ x.t()).topk(5, dim=1).indices)
-    ppr = GlobalPPRRetriever(GraphIndex(graph.edge_index, x), num_seeds=3, alpha=0.6, tau=5.0, tol=1e-9, max_iter=500).retrieve(queries, 5)
-    index = GraphIndex(graph.edge_index, x)
+    ppr = GlobalPPRRetriever(RetrievalGraph(graph.edge_index, x), num_seeds=3, alpha=0.6, tau=5.0, tol=1e-9, max_iter=500).retrieve(queries, 5)
+    index = RetrievalGraph(graph.edge_index, x)
     for q in range(qe.size(0)):
         s = qe[q] @ x.t()
         seeds = s.topk(3)
@@ -212,7 +212,7 @@ def weighted_world():
 def test_edge_weights_steer_local_and_global_ppr():
     graph, x, qe, log_phi, weight = weighted_world()
     queries = Queries([""] * qe.size(0), qe)
-    index = GraphIndex(graph.edge_index, x, edge_weight=weight)
+    index = RetrievalGraph(graph.edge_index, x, edge_weight=weight)
     weighted = ISORetriever(index, log_phi, tol=1e-9, max_iter=500, edge_weights=True, **CFG)
     result = weighted.retrieve(queries, k=5)
     scores = index.scores(qe)
@@ -223,7 +223,7 @@ def test_edge_weights_steer_local_and_global_ppr():
         assert result.indices[q].tolist() == ids
         assert torch.allclose(result.scores[q], values.float(), atol=1e-4)
     plain = ISORetriever(index, log_phi, tol=1e-9, max_iter=500, **CFG).retrieve(queries, k=5)  # weights present, not asked for
-    ones = ISORetriever(GraphIndex(graph.edge_index, x, edge_weight=torch.ones_like(weight)), log_phi, tol=1e-9, max_iter=500,
+    ones = ISORetriever(RetrievalGraph(graph.edge_index, x, edge_weight=torch.ones_like(weight)), log_phi, tol=1e-9, max_iter=500,
                         edge_weights=True, **CFG).retrieve(queries, k=5)
     assert torch.equal(plain.indices, ones.indices) and torch.allclose(plain.scores, ones.scores, atol=1e-6)
     assert not torch.allclose(plain.scores, result.scores, atol=1e-3)  # the weights do change the walk
@@ -235,7 +235,7 @@ def test_edge_weights_steer_local_and_global_ppr():
         pi = personalized_pagerank(graph.edge_index, r, 0.6, tol=1e-9, max_iter=500, edge_weight=weight).pi.squeeze(1)
         assert set(ppr.indices[q].tolist()) == set(pi.topk(5).indices.tolist())
     with pytest.raises(ValueError, match="edge_weight"):
-        GraphIndex(graph.edge_index, x, edge_weight=-weight)
+        RetrievalGraph(graph.edge_index, x, edge_weight=-weight)
     for make in (lambda i: ISORetriever(i, log_phi, edge_weights=True), lambda i: GlobalPPRRetriever(i, edge_weights=True)):
         with pytest.raises(ValueError, match="edge weights"):
-            make(GraphIndex(graph.edge_index, x))
+            make(RetrievalGraph(graph.edge_index, x))

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -23,7 +24,7 @@ from isorag_pyg.datasets import generate_synthetic_dataset
 from isorag_pyg.index.answers import answer_json
 from isorag_pyg.server import BatcherUnavailable, MicroBatcher, RetrievalEngine, RetrievalRequest, ServerSettings
 
-SMALL = dict(num_entities=60, num_hubs=2, hub_size=15, num_questions=12)
+SMALL = {"num_entities": 60, "num_hubs": 2, "hub_size": 15, "num_questions": 12}
 QUESTIONS = [q.text for q in generate_synthetic_dataset(**SMALL).questions]
 #: Low limits, so that every limit is cheap to cross; a wide window, so that concurrent requests surely meet.
 LIMITS = ["--max-questions", "8", "--max-k", "20", "--max-question-chars", "300", "--max-body-bytes", "4096"]
@@ -40,7 +41,7 @@ class Server:
             self.process = subprocess.Popen([sys.executable, "-m", "isorag_pyg.cli", "serve", str(index_dir), "--port", "0", *args],
                                             stdout=subprocess.DEVNULL, stderr=stderr, env=env)
 
-    def ready(self) -> "Server":
+    def ready(self) -> Server:
         self.url = self._wait_until_listening()
         self.client = httpx.Client(base_url=self.url, timeout=60)
         assert self.client.get("/health").json()["status"] == "ok"
@@ -105,6 +106,7 @@ def server(index_dir, tmp_path_factory) -> Iterator[Server]:
     running.stop()
 
 
+@pytest.mark.slow
 def test_answers_are_those_of_index_retrieve_as_isorag_query_json_prints_them(server, index):
     questions = QUESTIONS[:3]
     for retriever, k in (("iso", 4), ("bm25", 2)):
@@ -114,6 +116,7 @@ def test_answers_are_those_of_index_retrieve_as_isorag_query_json_prints_them(se
         assert answered.json() == expected  # one request, one batch: the very same call as index.retrieve
 
 
+@pytest.mark.slow
 def test_concurrent_requests_share_calls_and_get_their_own_answers(server, index):
     bodies = [{"questions": [q], "k": 3 + i % 2, "retriever": "iso" if i % 4 else "dense"} for i, q in enumerate(QUESTIONS)]
     bodies.append({"questions": QUESTIONS[:2], "k": 3})
@@ -135,6 +138,7 @@ def test_concurrent_requests_share_calls_and_get_their_own_answers(server, index
             assert [r["score"] for r in answer["results"]] == pytest.approx([hit.score for hit in hits], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_bad_input_is_a_4xx_with_a_message_and_the_server_keeps_serving(server):
     json_cases = [
         ({"questions": []}, 422, "non-empty list"),
@@ -160,7 +164,7 @@ def test_bad_input_is_a_4xx_with_a_message_and_the_server_keeps_serving(server):
         (b'{"questions": ["\xff"]}', 400, "error parsing the body"),
         (b'{"questions": ["ok", "\\ud800 lone"]}', 422, "question 1 is not valid Unicode"),
     ]
-    requests = [dict(json=body) for body, _, _ in json_cases] + [dict(content=raw, headers={"content-type": "application/json"})
+    requests = [{"json": body} for body, _, _ in json_cases] + [{"content": raw, "headers": {"content-type": "application/json"}}
                                                                   for raw, _, _ in raw_cases]
     for kwargs, (_, status, message) in zip(requests, json_cases + raw_cases):
         response = server.client.post("/retrieve", **kwargs)
@@ -172,6 +176,7 @@ def test_bad_input_is_a_4xx_with_a_message_and_the_server_keeps_serving(server):
     assert server.process.poll() is None and server.stats()["failed_requests"] == 0
 
 
+@pytest.mark.slow
 def test_health_and_info(server, index):
     health = server.client.get("/health").json()
     assert health["status"] == "ok" and health["passages"] == len(index)
@@ -183,6 +188,7 @@ def test_health_and_info(server, index):
                                               max_body_bytes=4096).to_dict()
 
 
+@pytest.mark.slow
 def test_without_batching_every_request_is_its_own_call_and_signals_stop_it(index_dir, tmp_path):
     servers = {sig: Server(index_dir, tmp_path / f"serve-{sig}.log", "--no-batching") for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig, server in servers.items():
@@ -199,6 +205,7 @@ def test_without_batching_every_request_is_its_own_call_and_signals_stop_it(inde
         assert "Traceback" not in log and "ERROR" not in log, log[-2000:]
 
 
+@pytest.mark.slow
 def test_start_up_errors_are_one_line_and_a_non_zero_exit(index_dir, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -210,7 +217,7 @@ def test_start_up_errors_are_one_line_and_a_non_zero_exit(index_dir, tmp_path):
             ((str(index_dir), "--max-batch", "0"), "max_batch must be a positive integer"),
         ]
         for args, message in cases:
-            done = subprocess.run([sys.executable, "-m", "isorag_pyg.cli", "serve", *args], capture_output=True, text=True, timeout=300)
+            done = subprocess.run([sys.executable, "-m", "isorag_pyg.cli", "serve", *args], check=False, capture_output=True, text=True, timeout=300)
             assert done.returncode == 1, (args, done.stderr[-1500:])
             last = done.stderr.strip().splitlines()[-1]
             assert last.startswith("isorag serve: error:") and message in last and "Traceback" not in done.stderr, done.stderr[-1500:]

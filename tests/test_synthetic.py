@@ -1,6 +1,7 @@
 """The synthetic generator: deterministic, multi-hop, disjoint splits, hostile to flat dense retrieval."""
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -28,7 +29,7 @@ def test_questions_are_chains_through_mentions():
         gold = [by_id[g] for g in q.gold_ids]
         assert len(gold) == int(q.hop_type[0])
         assert gold[0].title in q.text
-        for prev, nxt in zip(gold, gold[1:]):
+        for prev, nxt in itertools.pairwise(gold):
             assert nxt.title in prev.text  # each hop is reached by a mention
         assert q.answers[0] in gold[-1].text  # the last gold passage names the answer
 

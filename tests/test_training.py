@@ -55,6 +55,7 @@ def test_fast_dev_run_writes_the_index(tmp_path):
     assert json.loads((tmp_path / "train_metrics.json").read_text())["leak"] is False
 
 
+@pytest.mark.slow
 def test_training_learns_geometry_and_resumes(tmp_path):
     cfg = compose_train(tmp_path, "trainer.max_epochs=15", "graph=leakfree", small=False)  # the embedded default corpus
     metrics = run_training(cfg)

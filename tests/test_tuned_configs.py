@@ -42,6 +42,7 @@ def test_recorded_knobs_are_the_dev_tuning_winners(dataset):
     assert ppr.lambda_dense == pytest.approx(1.0 - ppr.lambda_graph)
 
 
+@pytest.mark.slow
 def test_recorded_configs_run(tmp_path):
     names = [f"{kind}_dev_{dataset}" for dataset in DATASETS for kind in ("iso", "ppr")]
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):

@@ -9,9 +9,10 @@ from __future__ import annotations
 import csv
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from isorag_pyg.datasets.errors import DatasetFormatError
 from isorag_pyg.datasets.formats import (

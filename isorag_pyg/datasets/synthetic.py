@@ -70,7 +70,7 @@ def _build_world(rng: random.Random, n_entities: int) -> list[Entity]:
     used: set[str] = set()
     entities: list[Entity] = []
     for kind, share in _TYPE_COUNTS.items():
-        entities.extend(Entity(_make_name(rng, used), kind) for _ in range(max(2, int(round(share * n_entities)))))
+        entities.extend(Entity(_make_name(rng, used), kind) for _ in range(max(2, round(share * n_entities))))
     by_kind: dict[str, list[int]] = {}
     for i, e in enumerate(entities):
         by_kind.setdefault(e.kind, []).append(i)

@@ -5,8 +5,8 @@ import hashlib
 import logging
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -45,7 +45,7 @@ class EmbeddingCache:
             tensor = payload["embeddings"]
             if payload["key"] != key or tensor.ndim != 2 or tensor.shape[0] != num_rows or not torch.isfinite(tensor).all():
                 raise ValueError("key, shape or values do not match")
-        except Exception as err:  # any unreadable file is treated as absent
+        except Exception as err:  # noqa: BLE001 - any unreadable file is treated as absent
             log.warning("discarding unusable embedding cache %s (%s); recomputing", path, err)
             path.unlink(missing_ok=True)
             return None

@@ -8,7 +8,7 @@ import igraph as ig
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def plot_case_study(trace: dict[str, Any], gold: set[int], titles: list[str], question: str, path: str | Path) -> Path:
@@ -22,7 +22,7 @@ def plot_case_study(trace: dict[str, Any], gold: set[int], titles: list[str], qu
     top = {n for n, _ in trace["top"]}
     seeds = set(trace["seeds"])
     fig, ax = plt.subplots(figsize=(11, 9))
-    for edges, style in ((kept, dict(color="0.45", lw=1.0, ls="-")), (pruned, dict(color="tab:red", lw=0.8, ls="--", alpha=0.7))):
+    for edges, style in ((kept, {"color": "0.45", "lw": 1.0, "ls": "-"}), (pruned, {"color": "tab:red", "lw": 0.8, "ls": "--", "alpha": 0.7})):
         for u, v in edges:
             ax.plot([xy[u][0], xy[v][0]], [xy[u][1], xy[v][1]], zorder=1, **style)
     for i, n in enumerate(nodes):

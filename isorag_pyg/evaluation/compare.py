@@ -1,10 +1,11 @@
-"""The one loop that scores retrievers side by side on the same encoded questions (evaluate.py and
-every benchmark script use it)."""
+"""The one loop that scores retrievers side by side on the same encoded questions (the ``evaluate``
+app and every benchmark use it)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 

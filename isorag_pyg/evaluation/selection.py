@@ -2,7 +2,7 @@
 "pick the setting with the best mean score" over per-question scores."""
 from __future__ import annotations
 
-from typing import Hashable, Mapping
+from collections.abc import Hashable, Mapping
 
 import torch
 from torch import Tensor

@@ -62,7 +62,7 @@ def sharded_retrieve(
     full result in query order and the wall time of the slowest rank.
 
     With ``strategy="ddp"`` Lightning starts the other ranks by running the calling script again,
-    so the script must reach this call on every rank (``evaluate.py`` does).
+    so the script must reach this call on every rank (the ``evaluate`` app does).
     """
     trainer = L.Trainer(accelerator=accelerator, devices=devices, strategy=strategy, logger=False,
                         enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False)

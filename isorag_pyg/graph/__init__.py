@@ -21,8 +21,8 @@ from isorag_pyg.graph.noise import noise_edges
 
 __all__ = [
     "BUILDER_NAMES",
-    "EmptyGraphError",
     "LEAKY_BUILDERS",
+    "EmptyGraphError",
     "GraphEdges",
     "build_corpus_graph",
     "context_cooccurrence",

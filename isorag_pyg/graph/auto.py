@@ -3,7 +3,8 @@ without edges; and the graph's statistics in words, with a warning when most pas
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph.builders import chunk_position, title_mention

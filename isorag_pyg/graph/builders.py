@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import ahocorasick
 import torch
@@ -131,9 +131,7 @@ _PARTICLES = re.compile(r"\s+(?:(?:of|the|de|da|del|der|di|du|la|le|van|von)\s+)
 _POSSESSIVE = re.compile(r"(?:'s|’s|['’\-])+$")
 # sentence-initial function words that are capitalised but name nothing ("In Paris" -> "Paris")
 _LEADING_WORDS = frozenset(
-    "a an and as at after before but by during for from he her his however if in it its many most "
-    "of on one she since some that the their there these they this those to under when where which "
-    "while who with".split()
+    ["a", "an", "and", "as", "at", "after", "before", "but", "by", "during", "for", "from", "he", "her", "his", "however", "if", "in", "it", "its", "many", "most", "of", "on", "one", "she", "since", "some", "that", "the", "their", "there", "these", "they", "this", "those", "to", "under", "when", "where", "which", "while", "who", "with"]
 )
 
 

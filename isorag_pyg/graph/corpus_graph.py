@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Union
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -22,7 +23,7 @@ BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", 
                  "noise")
 
 #: A builder's output: directed pairs, or pairs and their weights (a weighted builder).
-BuilderEdges = Union[Tensor, tuple[Tensor, Tensor]]
+BuilderEdges = Tensor | tuple[Tensor, Tensor]
 
 
 class GraphEdges(dict):
@@ -191,6 +192,22 @@ def node_names(data: Data) -> list[str]:
     """Every node's name: a passage's id, an entity node's name."""
     return [*getattr(data, "passage_id", map(str, range(int(getattr(data, "num_passages", data.num_nodes))))),
             *getattr(data, "entity_names", [])]
+
+
+def named_edge_difference(old: Data, new: Data) -> tuple[int, int]:
+    """Undirected edges of ``new`` not in ``old`` and of ``old`` not in ``new``, matched by node
+    names (passage id, entity name): an update renumbers entity nodes."""
+    old_keys, new_keys = _named_edges(old), _named_edges(new)
+    return len(new_keys - old_keys), len(old_keys - new_keys)
+
+
+def _named_edges(data: Data) -> set[tuple[tuple[bool, str], tuple[bool, str]]]:
+    """A graph's undirected edges as pairs of (is an entity node, name)."""
+    num_passages = int(getattr(data, "num_passages", data.num_nodes) or data.num_nodes)
+    names = [(i >= num_passages, name) for i, name in enumerate(node_names(data))]
+    src, dst = data.edge_index
+    once = src < dst
+    return {(names[u], names[v]) for u, v in zip(src[once].tolist(), dst[once].tolist())}
 
 
 def largest_hubs(data: Data, deg: Tensor, count: int = 5) -> list[list[Any]]:

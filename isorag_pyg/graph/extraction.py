@@ -2,8 +2,9 @@
 one and the LLM OpenIE one), so the entity graph builder takes either."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 #: One relation extracted from a passage: (subject, relation, object), raw strings.
 Triple = tuple[str, str, str]

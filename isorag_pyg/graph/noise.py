@@ -1,6 +1,6 @@
 """Seeded, label-free noise for a passage graph: hub shortcuts and random shortcut edges.
 
-Used to measure how retrieval degrades when the graph is noisy (``benchmarks/noise.py``). The
+Used to measure how retrieval degrades when the graph is noisy (the noise benchmark). The
 noise depends only on the number of passages, the clean edge count and the seed, never on
 questions or gold labels.
 """
@@ -17,7 +17,7 @@ def resolve_count(value: float, num_nodes: int, name: str) -> int:
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
     if 0 < value < 1:
-        return int(round(value * num_nodes))
+        return round(value * num_nodes)
     if value != int(value):
         raise ValueError(f"{name} must be a whole count (>= 1) or a share of the corpus in (0, 1), got {value}")
     return int(value)
@@ -46,7 +46,7 @@ def noise_edges(
         raise ValueError(f"random_ratio must be >= 0, got {random_ratio}")
     num_hubs = min(resolve_count(hubs, num_nodes, "hubs"), num_nodes)
     degree = min(resolve_count(hub_degree, num_nodes, "hub_degree"), max(num_nodes - 1, 0))
-    num_random = int(round(random_ratio * clean_edges)) if num_nodes > 1 else 0
+    num_random = round(random_ratio * clean_edges) if num_nodes > 1 else 0
     generator = torch.Generator().manual_seed(seed)
     parts = []
     hub_rows = torch.randperm(num_nodes, generator=generator)[:num_hubs] if degree else torch.empty(0, dtype=torch.long)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from isorag_pyg.graph.builders import entity_mentions
 from isorag_pyg.graph.extraction import Extraction

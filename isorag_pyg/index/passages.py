@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 import mmap
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor

@@ -22,13 +22,12 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.sampler import SamplerOutput
 
+from isorag_pyg.index.answers import node_records
 from isorag_pyg.index.index import ISORAGIndex
 from isorag_pyg.retrieval.candidates import DenseCandidates, dense_candidates
-from isorag_pyg.retrieval.iso_retriever import ISORetriever, teleport_weights
-from isorag_pyg.retrieval.local_graph import build_local_graphs
-from isorag_pyg.retrieval.scoring import segment_minmax
+from isorag_pyg.retrieval.iso_retriever import ISORetriever
+from isorag_pyg.retrieval.scoring import score_local_graphs
 from isorag_pyg.transforms import IsoperimetricFilter
-from isorag_pyg.utils.ppr import personalized_pagerank
 
 
 class ISORAGFeatureStore:
@@ -42,7 +41,7 @@ class ISORAGFeatureStore:
     """
 
     def __init__(self, index: ISORAGIndex, retriever: ISORetriever, k: int = 5):
-        self.index, self.retriever = index, retriever
+        self.graph, self.retriever = index, retriever
         self._config: dict[str, Any] = {}
         self.config = {"k": k}
         self.last_candidates: DenseCandidates | None = None
@@ -63,9 +62,9 @@ class ISORAGFeatureStore:
     def retrieve_seed_nodes(self, query: str, **kwargs: Any) -> tuple[Tensor, Tensor]:
         """The dense pool of ``query`` (corpus rows, best first: the first ``num_seeds`` are the
         seeds) and the query's embedding."""
-        queries = self.index.encode_questions([query])
+        queries = self.graph.encode_questions([query])
         _, pool, _ = self.retriever.sizes(self.config["k"])
-        self.last_candidates = dense_candidates(self.retriever.index, queries.embeddings, pool, self.retriever.ann)
+        self.last_candidates = dense_candidates(self.retriever.graph, queries.embeddings, pool, self.retriever.ann)
         return self.last_candidates.pool[0], queries.embeddings[0]
 
     def retrieve_seed_edges(self, query: str, **kwargs: Any) -> Tensor:
@@ -75,20 +74,25 @@ class ISORAGFeatureStore:
     def load_subgraph(self, sample: SamplerOutput) -> Data:
         """The local graph with features: ``x``, ``edge_index`` (local), ``node_idx`` (corpus
         rows), ``edge_idx`` (corpus edges), ``passage_id``, ``title``, ``text``, ``dense_score``,
-        ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds) and
-        ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text)."""
+        ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds),
+        ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text)
+        and, when the retriever walks edge weights, ``edge_weight``."""
         node = sample.node
-        records = self.index.node_records(node.tolist())
-        local = node.to(self.retriever.index.device)
+        records = node_records(self.graph.passages, getattr(self.graph.graph, "entity_names", []), node.tolist())
+        graph = self.retriever.graph
+        local = node.to(graph.device)
         dense = self.last_candidates.score(torch.zeros_like(local), local).cpu()
-        return Data(
-            x=self.retriever.index.embeddings[node.to(self.retriever.index.device)].cpu(),
+        data = Data(
+            x=graph.embeddings[local].cpu(),
             edge_index=torch.stack([sample.row, sample.col]).cpu(), num_nodes=node.numel(),
             node_idx=node.cpu(), edge_idx=sample.edge.cpu(), passage_id=[r[0] for r in records],
             title=[r[1] for r in records], text=[r[2] for r in records], dense_score=dense,
-            node_type=(node >= len(self.index)).long().cpu(),
+            node_type=(node >= len(self.graph)).long().cpu(),
             log_phi=self.retriever.log_phi[node.to(self.retriever.log_phi.device)].cpu(), seed_index=sample.metadata["seed_index"].cpu(),
         )
+        if self.retriever.knobs.edge_weights:
+            data.edge_weight = graph.require_edge_weight()[sample.edge.to(graph.device)].cpu()
+        return data
 
 
 class ISORAGGraphStore:
@@ -98,7 +102,7 @@ class ISORAGGraphStore:
 
     def __init__(self, retriever: ISORetriever):
         self.retriever = retriever
-        self._edge_index = retriever.index.edge_index
+        self._edge_index = retriever.graph.edge_index
         self.feature_store: ISORAGFeatureStore | None = None
         self._config: dict[str, Any] = {}
 
@@ -131,40 +135,33 @@ class ISORAGGraphStore:
             raise RuntimeError("register an ISORAGFeatureStore and retrieve seed nodes first")
         r = self.retriever
         _, _, m = r.sizes(self.feature_store.config["k"])
-        local = build_local_graphs(self.feature_store.last_candidates, r.index, m, r.hops, r.max_expansion)
+        local = r.local_graphs(self.feature_store.last_candidates, m)
         if not torch.equal(local.node[local.seed_pos[0]].cpu(), seed_nodes[:m].cpu()):
             raise ValueError("seed_nodes are not the feature store's pool for its last query")
         # local edges come as (upward edges, their reverses), both halves over the same slots
-        slot = local.edge_slot[: local.edge_slot.numel() // 2]
-        edge = torch.cat([r.index.up_edge_id[slot], r.index.up_reverse_id[slot]])
+        edge = r.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])
         return SamplerOutput(node=local.node, row=local.edge_index[0], col=local.edge_index[1], edge=edge,
                              metadata={"seed_index": local.seed_pos[0]})
 
 
 class ISOSubgraphFilter:
     """``subgraph_filter`` for the loader: the isoperimetric filter on the local graph, then
-    personalized PageRank teleporting to the seeds (``softmax(tau * dense)``); adds ``ppr``,
-    ``score`` (``lambda_graph * minmax(ppr) + lambda_dense * minmax(dense)`` over the passages;
-    ``-inf`` for an entity graph's entity nodes, which are not ranked) and ``num_removed_edges``
-    to the data."""
+    ISO-RAG's scoring (:func:`~isorag_pyg.retrieval.scoring.score_local_graphs`, the function
+    the retriever uses); adds ``ppr``, ``score`` (``-inf`` for an entity graph's entity nodes,
+    which are not ranked) and ``num_removed_edges`` to the data."""
 
     def __init__(self, retriever: ISORetriever):
         self.retriever = retriever
-        self.transform = IsoperimetricFilter(beta=retriever.beta, phi="phi")
+        self.transform = IsoperimetricFilter(beta=retriever.knobs.beta, phi_source="phi")
 
     def __call__(self, data: Data, query: Any = None) -> Data:
-        r = self.retriever
         data = self.transform(data)  # data.log_phi is the retriever's φ, ablation included
-        teleport = torch.zeros(data.num_nodes)
-        teleport[data.seed_index] = teleport_weights(data.dense_score[data.seed_index].unsqueeze(0), r.tau)[0]
-        pi = personalized_pagerank(data.edge_index, teleport, r.alpha, tol=r.tol, max_iter=r.max_iter).pi.squeeze(1)
-        passage = data.node_type == 0
-        count = int(passage.sum())
-        scaled = segment_minmax(torch.stack([pi[passage], data.dense_score[passage]], 1), torch.zeros(count, dtype=torch.long),
-                                torch.tensor([0, count]))
-        data.ppr = pi
-        data.score = torch.full((data.num_nodes,), float("-inf"))
-        data.score[passage] = r.lambda_graph * scaled[:, 0] + r.lambda_dense * scaled[:, 1]
+        seeds = data.seed_index.unsqueeze(0)
+        n = data.num_nodes
+        scored = score_local_graphs(data.edge_index, seeds, data.dense_score[seeds], data.dense_score, torch.zeros(n, dtype=torch.long),
+                                    torch.tensor([0, n]), self.retriever.knobs, getattr(data, "edge_weight", None),
+                                    data.node_type == 0)
+        data.ppr, data.score = scored.pi, scored.score
         return data
 
 

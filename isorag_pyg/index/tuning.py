@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -49,7 +50,7 @@ class TuningResult:
                 f"{self.held_out:.4f} cross-validated held out -> {verdict}")
 
 
-def read_questions(path: str | Path, index: "ISORAGIndex") -> tuple[list[str], list[set[int]]]:
+def read_questions(path: str | Path, index: ISORAGIndex) -> tuple[list[str], list[set[int]]]:
     """Questions and their gold passages (rows of ``index``) from a JSON / JSON-lines file of
     ``{"question", "gold_ids": [passage ids]}`` records, or any dataset question file (gold
     passages matched to the index by title and text, as the dataset loaders do)."""
@@ -80,7 +81,7 @@ def grid_settings(grid: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
 
 
-def tune(index: "ISORAGIndex", questions: list[str], gold: list[set[int]], grid: Mapping[str, list[Any]] = DEFAULT_GRID,
+def tune(index: ISORAGIndex, questions: list[str], gold: list[set[int]], grid: Mapping[str, list[Any]] = DEFAULT_GRID,
          k: int = 5, folds: int = 2, repeats: int = 3, seed: int = 0, store: bool = True) -> TuningResult:
     """Search ``grid`` for ISO-RAG (the other knobs as they are now), then store the best setting
     in the index when its cross-validated Recall@``k`` beats the current knobs'."""

@@ -8,27 +8,32 @@ neighbourhood or 2-hop shell can have changed — the endpoints of added or remo
 nodes, and their neighbours. An ANN index takes the new vectors (FAISS ``add``); after a removal
 it is built again over the remaining passages with the same parameters (FAISS's HNSW cannot
 delete, and IVF would keep the old row numbers).
+
+Everything here is a function of an index's parts returning new ones (:func:`added`,
+:func:`removed`): the index swaps them in; nothing here knows the index class.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
 
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph import GraphEdges, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.builders import knn
-from isorag_pyg.graph.corpus_graph import node_names
-from isorag_pyg.graph.entity_graph import num_passage_nodes
+from isorag_pyg.graph.corpus_graph import named_edge_difference
+from isorag_pyg.index import extractors  # noqa: F401  (registers the openie extractor)
+from isorag_pyg.index.contents import IndexContents
+from isorag_pyg.index.corpus import as_passages, corpus_hash
+from isorag_pyg.index.passages import PassageStore
+from isorag_pyg.knobs import PhiSpec
+from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
-
-if TYPE_CHECKING:
-    from isorag_pyg.index.index import ISORAGIndex
 
 log = logging.getLogger(__name__)
 
@@ -55,96 +60,110 @@ class UpdateReport:
                 f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} passages{ann}")
 
 
-def check_updatable(index: "ISORAGIndex") -> None:
-    if used := [name for name in index.graph_spec if name in NOT_UPDATABLE]:
+@dataclass(frozen=True)
+class Updatable:
+    """The parts of an index an update reads: its contents, graph builders, φ recipe, f_θ and ANN."""
+
+    contents: IndexContents
+    graph_spec: Mapping[str, Mapping[str, Any]]
+    phi: PhiSpec
+    f_theta: PoincareEncoder | None
+    ann: ANNIndex | None
+
+
+def check_updatable(graph_spec: Mapping[str, Any]) -> None:
+    if used := [name for name in graph_spec if name in NOT_UPDATABLE]:
         raise ValueError(f"this index's graph uses {', '.join(used)}, which an update cannot follow (built from questions the index "
                          "does not keep, or seeded noise over the whole corpus): rebuild it instead")
 
 
-def new_passages(index: "ISORAGIndex", passages: Sequence[Passage | Mapping[str, Any]]) -> tuple[list[Passage], int]:
-    """The passages to append: validated, numbered after the existing ones when they carry no
-    ids; a conflicting id is an error, a passage identical to an existing one is skipped."""
-    from isorag_pyg.index.index import as_passages
-
-    corpus = as_passages(passages, id_offset=len(index))
-    existing = {(p.title, p.text) for p in index.passages}
-    fresh = [p for p in corpus if (p.title, p.text) not in existing]
+def added(index: Updatable, passages: Sequence[Passage | Mapping[str, Any]],
+          encode: Callable[[list[str]], Tensor]) -> tuple[IndexContents, ANNIndex | None, UpdateReport]:
+    """The contents and ANN index after appending ``passages`` (their texts embedded by
+    ``encode``, called only when there is something new): a conflicting id is an error, a
+    passage identical to one in the index is skipped (counted)."""
+    check_updatable(index.graph_spec)
+    existing = index.contents.passages
+    corpus = as_passages(passages, id_offset=len(existing))
+    known = {(p.title, p.text) for p in existing}
+    fresh = [p for p in corpus if (p.title, p.text) not in known]
     for p in fresh:
-        if index.passages.row_of(p.id) is not None:
+        if existing.row_of(p.id) is not None:
             raise ValueError(f"passage id {p.id!r} is already in the index (give new passages ids of their own)")
-    return fresh, len(corpus) - len(fresh)
+    report = UpdateReport(added=len(fresh), duplicates_skipped=len(corpus) - len(fresh))
+    if not fresh:
+        return index.contents, index.ann, report
+    x = torch.cat([index.contents.embeddings.float(), encode([p.content for p in fresh])])
+    contents, ann = _apply(index, list(existing) + fresh, x, torch.arange(len(existing)), report)
+    return contents, ann, report
 
 
-def apply_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_new: Tensor, report: UpdateReport) -> None:
-    """Make ``index`` hold ``corpus`` (kept passages in their old order, then the new ones) with
+def removed(index: Updatable, ids: Iterable[str]) -> tuple[IndexContents, ANNIndex | None, UpdateReport]:
+    """The contents and ANN index after removing the passages with these ids (an unknown id is an error)."""
+    check_updatable(index.graph_spec)
+    passages = index.contents.passages
+    rows = rows_of(passages, ids)
+    n = len(passages)
+    if rows.numel() == n:
+        raise ValueError("cannot remove every passage of an index")
+    keep = torch.ones(n, dtype=torch.bool)
+    keep[rows] = False
+    old_to_new = torch.full((n,), -1, dtype=torch.long)
+    old_to_new[keep] = torch.arange(int(keep.sum()))
+    report = UpdateReport(removed=rows.numel())
+    corpus = [p for p, k in zip(passages, keep.tolist()) if k]
+    contents, ann = _apply(index, corpus, index.contents.embeddings[keep].float(), old_to_new, report)
+    return contents, ann, report
+
+
+def _apply(index: Updatable, corpus: list[Passage], x: Tensor, old_to_new: Tensor, report: UpdateReport) -> tuple[IndexContents, ANNIndex | None]:
+    """Contents holding ``corpus`` (kept passages in their old order, then the new ones) with
     embeddings ``x``; ``old_to_new`` maps every old row to its new row or -1 (removed)."""
+    old = index.contents
     n = len(corpus)
     kept_old = old_to_new >= 0
     added_rows = torch.arange(int(kept_old.sum()), n)
-    data, knn_edges = updated_graph(index, corpus, x, old_to_new, added_rows)
-    if data.num_nodes > n or index.graph.num_nodes > len(index):
-        apply_entity_graph_update(index, corpus, x, data, knn_edges, added_rows, bool(kept_old.all()), report)
-        return
+    edges = run_builders({k: v for k, v in index.graph_spec.items() if k != "knn"}, corpus, x)
+    knn_edges = None
+    if "knn" in index.graph_spec:
+        knn_edges = updated_knn(old.knn_edges, old_to_new, x, added_rows, index.graph_spec["knn"])
+        edges["knn"] = knn_edges
+    # the builders' order, as in a rebuild
+    edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records, entity_names=edges.entity_names)
+    data = build_corpus_graph(corpus, x, edges)
+    if data.num_nodes > n or old.graph.num_nodes > len(old.passages):  # entity nodes: renumbered, so φ everywhere
+        report.edges_added, report.edges_removed = named_edge_difference(old.graph, data)
+        z = None if old.z is None else index.f_theta.embed_all(data.x.float())
+        log_phi = log_phi_from_ball(data.edge_index, z, index.phi, num_nodes=data.num_nodes)
+        report.phi_recomputed = data.num_nodes
+        ann = updated_ann(index.ann, x, added_rows, bool(kept_old.all()), report)
+        statistics = {**graph_statistics(data), "builders": list(data.builders)}
+        return IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, knn_edges), ann
 
-    old_edges = old_to_new[index.graph.edge_index]
-    old_edges = old_edges[:, (old_edges >= 0).all(0)]
+    ends = old_to_new[old.graph.edge_index]
+    old_edges = ends[:, (ends >= 0).all(0)]
     gained, lost = edge_difference(old_edges, data.edge_index, n)
     report.edges_added = gained.size(1) // 2
-    report.edges_removed = lost.size(1) // 2 + int((old_to_new[index.graph.edge_index] < 0).any(0).sum()) // 2
+    report.edges_removed = lost.size(1) // 2 + int((ends < 0).any(0).sum()) // 2
     changed = torch.zeros(n, dtype=torch.bool)
     changed[added_rows] = True
     changed[torch.cat([gained.reshape(-1), lost.reshape(-1)])] = True
-    ends = old_to_new[index.graph.edge_index]
     changed[ends[1][(ends[0] < 0) & (ends[1] >= 0)]] = True  # kept neighbours of removed passages
     affected = changed.clone()  # φ_u reads u's edges and its neighbours' edges: the changed nodes and their neighbours
     affected[data.edge_index[1][changed[data.edge_index[0]]]] = True
     nodes = affected.nonzero().squeeze(1)
 
     z = None
-    if index.z is not None:
-        z = torch.cat([index.z[kept_old], index.f_theta.embed_all(x[added_rows].float())])
+    if old.z is not None:
+        z = torch.cat([old.z[kept_old], index.f_theta.embed_all(x[added_rows].float())])
     log_phi = torch.empty(n, dtype=torch.float64)
-    log_phi[old_to_new[kept_old]] = index.log_phi[kept_old].double()
+    log_phi[old_to_new[kept_old]] = old.log_phi[kept_old].double()
     if nodes.numel():
         log_phi[nodes] = log_phi_from_ball(data.edge_index, z, index.phi, num_nodes=n, nodes=nodes)
     report.phi_recomputed = int(nodes.numel())
     ann = updated_ann(index.ann, x, added_rows, bool(kept_old.all()), report)
-    index.replace_contents(corpus, x, data, z, log_phi, knn_edges, {**graph_statistics(data), "builders": list(data.builders)}, ann)
-
-
-def updated_graph(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, old_to_new: Tensor, added_rows: Tensor) -> tuple[Data, Tensor | None]:
-    """The graph over the updated corpus, as a rebuild makes it, and the k-NN builder's lists."""
-    edges = run_builders({k: v for k, v in index.graph_spec.items() if k != "knn"}, corpus, x)
-    knn_edges = None
-    if "knn" in index.graph_spec:
-        knn_edges = updated_knn(index.knn_edges, old_to_new, x, added_rows, index.graph_spec["knn"])
-        edges["knn"] = knn_edges
-    # the builders' order, as in a rebuild
-    edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records, entity_names=edges.entity_names)
-    return build_corpus_graph(corpus, x, edges), knn_edges
-
-
-def apply_entity_graph_update(index: "ISORAGIndex", corpus: list[Passage], x: Tensor, data: Data, knn_edges: Tensor | None,
-                              added_rows: Tensor, appended_only: bool, report: UpdateReport) -> None:
-    """An update of an entity graph: entity nodes come and go and are renumbered with the
-    passages, so ball coordinates (from the stored f_θ) and φ are recomputed for every node;
-    edges added and removed are counted by node name (passage id, entity name)."""
-    old_keys, new_keys = _named_edges(index.graph), _named_edges(data)
-    report.edges_added, report.edges_removed = len(new_keys - old_keys), len(old_keys - new_keys)
-    z = None if index.z is None else index.f_theta.embed_all(data.x.float())
-    log_phi = log_phi_from_ball(data.edge_index, z, index.phi, num_nodes=data.num_nodes)
-    report.phi_recomputed = data.num_nodes
-    ann = updated_ann(index.ann, x, added_rows, appended_only, report)
-    index.replace_contents(corpus, x, data, z, log_phi, knn_edges, {**graph_statistics(data), "builders": list(data.builders)}, ann)
-
-
-def _named_edges(data: Data) -> set[tuple[tuple[str, str], tuple[str, str]]]:
-    """A graph's undirected edges as pairs of (node kind, name)."""
-    num_passages = num_passage_nodes(data)
-    names = [("passage" if i < num_passages else "entity", name) for i, name in enumerate(node_names(data))]
-    src, dst = data.edge_index
-    once = src < dst
-    return {(names[u], names[v]) for u, v in zip(src[once].tolist(), dst[once].tolist())}
+    statistics = {**graph_statistics(data), "builders": list(data.builders)}
+    return IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, knn_edges), ann
 
 
 def updated_ann(ann: ANNIndex | None, x: Tensor, added_rows: Tensor, appended_only: bool, report: UpdateReport) -> ANNIndex | None:
@@ -201,11 +220,11 @@ def _member(keys: Tensor, sorted_keys: Tensor) -> Tensor:
     return sorted_keys[slot] == keys
 
 
-def rows_of(index: "ISORAGIndex", ids: Iterable[str]) -> Tensor:
+def rows_of(passages: PassageStore, ids: Iterable[str]) -> Tensor:
     ids = list(ids)
     if not ids:
         raise ValueError("remove() needs at least one passage id")
-    rows = [index.passages.row_of(str(i)) for i in ids]
+    rows = [passages.row_of(str(i)) for i in ids]
     if missing := [i for i, r in zip(ids, rows) if r is None]:
         raise ValueError(f"no passage with id {missing[0]!r} in the index" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     return torch.tensor(sorted(set(rows)), dtype=torch.long)

@@ -1,1 +1,1 @@
-"""The hydra entry points' jobs (train.py, evaluate.py): configs in, the library's plain calls out."""
+"""The hydra entry points' jobs (the ``train`` and ``evaluate`` apps): configs in, the library's plain calls out."""

@@ -18,7 +18,7 @@ from isorag_pyg.training.config import FThetaConfig
 from isorag_pyg.utils.device import device_of
 from isorag_pyg.utils.isoperimetric import PhiSpec
 
-#: Keys of a ``conf/retriever`` file that are not the retriever's knobs.
+#: Keys of a ``retriever`` config that are not the retriever's knobs.
 RETRIEVER_META = ("name", "kind", "device")
 
 
@@ -28,7 +28,7 @@ def plain(node: Any) -> Any:
 
 
 def dataset_splits(cfg: DictConfig) -> tuple[QADataset, QADataset | None]:
-    """(evaluation, training) datasets named by a ``conf/dataset`` config."""
+    """(evaluation, training) datasets named by a ``dataset`` config."""
     if cfg.source == "synthetic":
         params = plain(cfg.generator)
         return generate_synthetic_dataset(split="dev", **params), generate_synthetic_dataset(split="train", **params)
@@ -98,13 +98,13 @@ def lightning_logger(cfg: DictConfig) -> Any:
 
 
 def retriever_knobs(rcfg: DictConfig) -> tuple[str, str, dict[str, Any]]:
-    """(label, retriever name for :meth:`ISORAGIndex.retriever`, knobs) of a ``conf/retriever`` file."""
+    """(label, retriever name for :meth:`ISORAGIndex.retriever`, knobs) of a ``retriever`` config."""
     knobs = {k: v for k, v in plain(rcfg).items() if k not in RETRIEVER_META}
     return rcfg.name, rcfg.kind, knobs
 
 
 def generator(cfg: DictConfig, out_dir: Path) -> Generator:
-    """The generator that ``cfg`` (a ``conf/qa`` config) names; the one place that reads it.
+    """The generator that ``cfg`` (a ``qa`` config) names; the one place that reads it.
     ``qa.model_path: null`` (transformers) is the packaged Gemma 3 270M GGUF."""
     stop = list(cfg.stop) if cfg.get("stop") else None
     if cfg.kind == "openai":

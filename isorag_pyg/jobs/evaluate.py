@@ -1,12 +1,10 @@
-"""``evaluate.py``'s job: score one or more retrievers over a dataset's index, write metrics,
+"""The ``evaluate`` app's job: score one or more retrievers over a dataset's index, write metrics,
 traces, a case study and (with ``qa``) LLM answers."""
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +13,10 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from isorag_pyg.datasets import QADataset
 from isorag_pyg.evaluation.case_study import plot_case_study
 from isorag_pyg.evaluation.compare import evaluate_retrievers, time_retrieval
 from isorag_pyg.evaluation.sharded import sharded_retrieve
-from isorag_pyg.index import ISORAGIndex
+from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.indexing import dataset_index, needs_f_theta, process_rank
 from isorag_pyg.qa.prompt import PromptTemplate
@@ -29,36 +26,22 @@ from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class EvaluationInputs:
-    """Everything retrievers are scored on: the questions, their index, encoded queries, gold rows."""
-
-    dataset: QADataset
-    index: ISORAGIndex
-    queries: Queries
-    gold: list[set[int]]
-    encode_ms_per_query: float
-
-    def retriever(self, rcfg: DictConfig, **overrides: Any) -> Retriever:
-        """The retriever of a ``conf/retriever`` config (knobs overridden by ``overrides``)."""
-        _, name, knobs = conf.retriever_knobs(rcfg)
-        return self.index.retriever(name, device=rcfg.get("device", "auto"), **{**knobs, **overrides})
-
-
 def prepare_evaluation(cfg: DictConfig, out_dir: Path | None = None, retrievers: list[DictConfig] | None = None) -> EvaluationInputs:
-    """Load the dataset, open or build its index, encode the (first ``max_questions``) questions.
+    """Load the dataset, open or build its index, and hand them to the library's
+    :func:`~isorag_pyg.index.evaluation.evaluation_inputs` (the first ``max_questions`` questions).
     ``retrievers`` (default: ``cfg.retriever``) tell whether the index needs f_θ."""
     out_dir = Path(out_dir if out_dir is not None else cfg.paths.output_dir)
     eval_ds, train_ds = conf.split_datasets(cfg)
     if cfg.get("max_questions"):
         eval_ds.questions = eval_ds.questions[: cfg.max_questions]
     index = dataset_index(cfg, eval_ds, train_ds, out_dir, needs_f_theta(cfg, retrievers if retrievers is not None else [cfg.retriever]))
-    gold = [{index.passages.row_of(g) for g in q.gold_ids} for q in eval_ds.questions]
-    texts = [q.text for q in eval_ds.questions]
-    start = time.perf_counter()
-    queries = Queries(texts, conf.encoder(cfg.encoder).encode(texts))
-    encode_ms = 1000.0 * (time.perf_counter() - start) / len(texts)
-    return EvaluationInputs(eval_ds, index, queries, gold, encode_ms)
+    return evaluation_inputs(index, eval_ds, conf.encoder(cfg.encoder))
+
+
+def config_retriever(inputs: EvaluationInputs, rcfg: DictConfig) -> Retriever:
+    """The retriever of a ``retriever`` config: its kind, device and knobs."""
+    _, name, knobs = conf.retriever_knobs(rcfg)
+    return inputs.retriever(name, rcfg.get("device", "auto"), **knobs)
 
 
 def retriever_configs(cfg: DictConfig) -> list[DictConfig]:
@@ -132,7 +115,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     inputs = prepare_evaluation(cfg, out_dir, rcfgs)
     if cfg.get("case_study") is not None:
         question_position(inputs.dataset.questions, cfg.case_study)  # a bad id fails before any retrieval
-    retrievers = {rcfg.name: inputs.retriever(rcfg) for rcfg in rcfgs}
+    retrievers = {rcfg.name: config_retriever(inputs, rcfg) for rcfg in rcfgs}
     runs = evaluate_retrievers(retrievers, inputs.queries, inputs.gold, cfg.k, tuple(cfg.ks), sharded_timing(cfg.get("sharding")))
     results = {label: {**run.metrics, "config": conf.plain(rcfg)} for (label, run), rcfg in zip(runs.items(), rcfgs)}
     primary_label = rcfgs[0].name

@@ -57,7 +57,7 @@ def needs_f_theta(cfg: DictConfig, retrievers: list[DictConfig]) -> bool:
     if choice == "auto":
         return conf.phi_spec(cfg).needs_coordinates or any(float(r.get("p", 0.0)) > 0 for r in retrievers)
     if not isinstance(choice, bool):
-        raise ValueError(f"train_f_theta must be auto, true or false, got {choice!r}")
+        raise TypeError(f"train_f_theta must be auto, true or false, got {choice!r}")
     return choice
 
 

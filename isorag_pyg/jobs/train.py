@@ -1,4 +1,4 @@
-"""``train.py``'s job: build the dataset's index with f_θ trained on its corpus graph, and save it
+"""The ``train`` app's job: build the dataset's index with f_θ trained on its corpus graph, and save it
 in the run directory."""
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import logging
 import os
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -95,12 +95,12 @@ class OpenAIChatGenerator:
                 self.calls += 1
                 response, answer = self._complete(request)
                 if not isinstance(answer, str):
-                    raise ValueError("response has no generated text")
+                    raise TypeError("response has no generated text")
                 usage = getattr(response, "usage", None)
                 record = {"key": key, "answer": first_answer(answer, self.params.get("stop")), "prompt_tokens": getattr(usage, "prompt_tokens", None)}
                 self.cache.put(record)
                 return record
-            except Exception as err:  # noqa: BLE001 - classified below
+            except Exception as err:
                 if not self._retryable(err) or attempt == self.max_retries:
                     if isinstance(err, self._openai.APIConnectionError):
                         raise GeneratorError(f"cannot reach the generator at {self.base_url}: {err}") from err
@@ -110,10 +110,20 @@ class OpenAIChatGenerator:
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def generate(self, requests: list[Request]) -> list[dict[str, Any]]:
-        """One record (``answer``, ``prompt_tokens``) per request, in request order."""
+    def generate(self, requests: list[Request], desc: str = "generating") -> list[dict[str, Any]]:
+        """One record (``answer``, ``prompt_tokens``) per request, in request order. The first
+        request that fails for good raises at once: requests not yet sent are cancelled (those in
+        flight finish, and their answers are cached)."""
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(tqdm(pool.map(self._ask, requests), total=len(requests), desc="generating", leave=False))
+            futures = [pool.submit(self._ask, request) for request in requests]
+            try:
+                for done in tqdm(as_completed(futures), total=len(futures), desc=desc, leave=False):
+                    done.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+            return [future.result() for future in futures]
 
 
 class TransformersGenerator:

@@ -3,12 +3,12 @@ completion prompt with few-shot examples."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from isorag_pyg.datasets.types import Passage
 
 #: One generation request: chat messages, or a prompt string for a completions endpoint.
-Request = Union[list[dict[str, str]], str]
+Request = list[dict[str, str]] | str
 
 
 @dataclass(frozen=True)

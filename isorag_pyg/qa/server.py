@@ -8,6 +8,7 @@ the wheel cache). The server's output goes to ``log_path`` (default: a temporary
 """
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -15,7 +16,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+
+from typing_extensions import Self
 
 
 class ServerError(RuntimeError):
@@ -28,21 +32,80 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class ReaderSettings:
+    """How llama-cpp-python's server runs the model (defaults chosen by
+    ``benchmarks/reader_speed.py``, measured side by side on the same prompts).
+
+    ``threads``: llama.cpp threads for the prompt and for generation; one by default: its
+    threads spin at barriers, so on a busy machine two ran slower than one (measured), and
+    several one-thread servers (``benchmarks/qa.py --servers``) use more cores without that risk;
+    give a server more threads on cores of its own. ``logits_all``: the
+    server's own default, ``True``, computes the logits of the whole vocabulary (262k words
+    for Gemma 3) for every prompt token, which only ``logprobs`` needs; ``False`` computes the
+    last token's only. ``n_batch`` / ``n_ubatch``: prompt tokens per logical / physical batch.
+    ``prompt_cache``: llama-cpp-python's RAM cache of whole model states by prompt prefix (the
+    server always reuses the KV cache of the previous prompt, so a shared few-shot prefix is
+    computed once even without it)."""
+
+    threads: int = 1
+    logits_all: bool = False
+    n_batch: int = 512
+    n_ubatch: int = 512
+    prompt_cache: bool = False
+
+    def __post_init__(self) -> None:
+        if min(self.threads, self.n_batch, self.n_ubatch) < 1:
+            raise ValueError(f"threads, n_batch and n_ubatch must be >= 1: {self}")
+
+    def args(self) -> list[str]:
+        """The server's command-line flags for these settings."""
+        return ["--n_threads", str(self.threads), "--n_threads_batch", str(self.threads), "--logits_all", str(self.logits_all),
+                "--n_batch", str(self.n_batch), "--n_ubatch", str(self.n_ubatch), "--cache", str(self.prompt_cache)]
+
+
+#: The settings the project started the server with before the reader was tuned: llama-cpp-python's
+#: defaults (logits for every prompt token, batches of 512) on one thread.
+LEGACY_SETTINGS = ReaderSettings(threads=1, logits_all=True)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """llama.cpp's own account of one completion: prompt tokens it evaluated (those after the
+    prefix reused from the previous prompt) and generated tokens, with their milliseconds."""
+
+    prompt_tokens: int
+    prompt_ms: float
+    generated_tokens: int
+    generation_ms: float
+
+
+_PROMPT_LINE = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+_EVAL_LINE = re.compile(r"(?<!prompt )eval time =\s*([\d.]+) ms /\s*(\d+) runs")
+
+
+def parse_timings(log: str) -> list[Timing]:
+    """Every completion's :class:`Timing` in a server log, in order (llama.cpp prints a
+    ``llama_perf_context_print`` block after each completion when the server is verbose)."""
+    prompts, evals = _PROMPT_LINE.findall(log), _EVAL_LINE.findall(log)
+    if len(prompts) != len(evals):
+        raise ValueError(f"unmatched llama.cpp timing lines: {len(prompts)} prompt, {len(evals)} generation")
+    return [Timing(int(pn), float(pms), int(gn), float(gms)) for (pms, pn), (gms, gn) in zip(prompts, evals)]
+
+
 class LlamaServer:
     """Starts ``python -m llama_cpp.server`` on a free port of 127.0.0.1 and waits until it
-    answers ``/v1/models``; :meth:`stop` (or leaving the ``with`` block) ends it.
+    answers ``/v1/models``; :meth:`stop` (or leaving the ``with`` block) ends it. ``settings``:
+    threads, logits and batch sizes (:class:`ReaderSettings`). The server keeps the KV cache of
+    the previous prompt, so a shared prefix (the few-shot examples) is computed once;
+    :meth:`timings` reads llama.cpp's prompt and generation times of every completion so far."""
 
-    ``threads`` defaults to one: llama.cpp's threads spin at barriers, and on a shared, busy
-    machine two of them ran 3-5 times slower than one (measured here); raise it on a machine of
-    your own. The server keeps the KV cache of the previous prompt, so a shared prefix (the
-    few-shot examples) is computed once."""
-
-    def __init__(self, model_path: str | Path, alias: str = "local-gguf", n_ctx: int = 4096, threads: int = 1,
+    def __init__(self, model_path: str | Path, alias: str = "local-gguf", n_ctx: int = 4096, settings: ReaderSettings = ReaderSettings(),
                  startup_timeout: float = 120.0, log_path: str | Path | None = None):
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
             raise ServerError(f"no GGUF file at {self.model_path}")
-        self.model, self.n_ctx, self.threads, self.startup_timeout = alias, n_ctx, threads, startup_timeout
+        self.model, self.n_ctx, self.settings, self.startup_timeout = alias, n_ctx, settings, startup_timeout
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
         self.port = 0
         self.process: subprocess.Popen | None = None
@@ -51,15 +114,14 @@ class LlamaServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "LlamaServer":
+    def start(self) -> LlamaServer:
         try:
             import llama_cpp.server  # noqa: F401 - only checks that it is installed
         except ImportError as err:
             raise ServerError("llama-cpp-python[server] is not installed (.ci/run builds and caches its wheel)") from err
         self.port = free_port()
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.model,
-               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx), *self.settings.args()]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + self.startup_timeout
@@ -83,7 +145,11 @@ class LlamaServer:
                 self.process.kill()
                 self.process.wait()
 
-    def __enter__(self) -> "LlamaServer":
+    def timings(self) -> list[Timing]:
+        """llama.cpp's :class:`Timing` of every completion this server has answered, in order."""
+        return parse_timings(self.log_path.read_text(errors="replace"))
+
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:

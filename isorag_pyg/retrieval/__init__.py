@@ -5,9 +5,9 @@ from isorag_pyg.retrieval.baselines import (
     DenseRetriever,
     GlobalPPRRetriever,
 )
-from isorag_pyg.retrieval.graph_index import GraphIndex
 from isorag_pyg.retrieval.iso_retriever import ISORetriever
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
+from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
 
 __all__ = [
@@ -15,10 +15,10 @@ __all__ = [
     "BM25Retriever",
     "DenseRetriever",
     "GlobalPPRRetriever",
-    "GraphIndex",
     "ISORetriever",
     "LocalGraphBatch",
     "Queries",
+    "RetrievalGraph",
     "RetrievalResult",
     "Retriever",
     "build_local_graphs",

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import faiss
 import numpy as np
@@ -21,7 +22,7 @@ from torch import Tensor
 #: ``ann`` choices: the exact scan (no FAISS index) or one of FAISS's approximate indexes.
 ANN_KINDS = ("exact", "hnsw", "ivf")
 #: Parameters per kind and their defaults (``None``: derived from the corpus size at build time,
-#: see :func:`resolve_params`), chosen with ``benchmarks/ann.py`` to keep the recall of ISO-RAG's
+#: see :func:`resolve_params`), chosen with the ANN benchmark to keep the recall of ISO-RAG's
 #: dense pool (top 50) at or above 0.99 on 2Wiki and on generated corpora of up to 1M passages:
 #: HNSW needs ``ef_construction`` 200 (80 left it at 0.93 at 1M), IVF ``nprobe`` 128 (2Wiki's
 #: real embeddings spread a query's neighbours over many lists: 32 of 313 found 0.89).
@@ -77,11 +78,11 @@ class ANNIndex:
     def __init__(self, index: faiss.Index, kind: str, params: Mapping[str, int]):
         if index.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise ValueError("the FAISS index must use the inner-product metric")
-        self.index, self.kind, self.params = index, kind, dict(params)
+        self.faiss_index, self.kind, self.params = index, kind, dict(params)
         self.set_search(self.params[SEARCH_PARAM[kind]])
 
     @classmethod
-    def build(cls, embeddings: Tensor, kind: str = "hnsw", params: Mapping[str, Any] | None = None) -> "ANNIndex":
+    def build(cls, embeddings: Tensor, kind: str = "hnsw", params: Mapping[str, Any] | None = None) -> ANNIndex:
         """Index ``embeddings`` (``[N, d]``, unit-norm) with ``kind`` = ``"hnsw"`` (``M``,
         ``ef_construction``, ``ef_search``) or ``"ivf"`` (``nlist``, ``nprobe``, and k-means
         trained on ``train_size`` rows drawn with ``seed``) (default parameters:
@@ -108,22 +109,22 @@ class ANNIndex:
         name = SEARCH_PARAM[self.kind]
         check_ann(self.kind, {name: value})
         if self.kind == "hnsw":
-            self.index.hnsw.efSearch = value
+            self.faiss_index.hnsw.efSearch = value
         else:
             value = min(value, self.params["nlist"])
-            self.index.nprobe = value
+            self.faiss_index.nprobe = value
         self.params[name] = value
 
-    def extended(self, embeddings: Tensor) -> "ANNIndex":
+    def extended(self, embeddings: Tensor) -> ANNIndex:
         """A copy with unit-norm rows appended (they get the next row numbers); this index, which
         retrievers built before may hold, is left as it is."""
         if embeddings.size(-1) != self.dim:
             raise ValueError(f"embeddings have size {embeddings.size(-1)}, the ANN index {self.dim}")
-        copy = ANNIndex(faiss.clone_index(self.index), self.kind, self.params)
-        copy.index.add(_as_faiss(embeddings))
+        copy = ANNIndex(faiss.clone_index(self.faiss_index), self.kind, self.params)
+        copy.faiss_index.add(_as_faiss(embeddings))
         return copy
 
-    def rebuilt(self, embeddings: Tensor) -> "ANNIndex":
+    def rebuilt(self, embeddings: Tensor) -> ANNIndex:
         """A new index of the same kind over ``embeddings``, with the same parameters except
         IVF's sizes that were derived from the old corpus size (derived again)."""
         params = dict(self.params)
@@ -138,29 +139,29 @@ class ANNIndex:
 
     @property
     def num_passages(self) -> int:
-        return int(self.index.ntotal)
+        return int(self.faiss_index.ntotal)
 
     @property
     def dim(self) -> int:
-        return int(self.index.d)
+        return int(self.faiss_index.d)
 
     def search(self, queries: Tensor, k: int) -> Tensor:
         """The approximate top ``k`` rows of every unit-norm query, ``[Q, k]`` int64 on the CPU,
         best first; ``-1`` where the index found fewer than ``k`` passages."""
-        _, rows = self.index.search(_as_faiss(queries), k)
+        _, rows = self.faiss_index.search(_as_faiss(queries), k)
         return torch.from_numpy(rows)
 
     def to_bytes(self) -> Tensor:
         """The serialised FAISS index as a ``uint8`` tensor."""
-        return torch.from_numpy(faiss.serialize_index(self.index))
+        return torch.from_numpy(faiss.serialize_index(self.faiss_index))
 
     @classmethod
-    def from_bytes(cls, data: Tensor, kind: str, params: Mapping[str, int]) -> "ANNIndex":
+    def from_bytes(cls, data: Tensor, kind: str, params: Mapping[str, int]) -> ANNIndex:
         """The index :meth:`to_bytes` serialised; ``ValueError`` when it is not an index of ``kind``."""
         index = faiss.deserialize_index(np.ascontiguousarray(data.numpy()))
         expected = faiss.IndexHNSWFlat if kind == "hnsw" else faiss.IndexIVFFlat
         if not isinstance(index, expected):
-            raise ValueError(f"the stored FAISS index is a {type(index).__name__}, not the {kind} index its metadata says")
+            raise ValueError(f"the stored FAISS index is a {type(index).__name__}, not the {kind} index its metadata says")  # noqa: TRY004 - a bad file, as documented
         return cls(index, kind, params)
 
     def save(self, path: str | Path) -> None:
@@ -168,11 +169,11 @@ class ANNIndex:
         save_file({"index": self.to_bytes()}, path, metadata={"kind": self.kind, "params": json.dumps(self.params)})
 
     @classmethod
-    def load(cls, path: str | Path) -> "ANNIndex":
+    def load(cls, path: str | Path) -> ANNIndex:
         """The index :meth:`save` wrote (``ValueError`` for anything else)."""
         with safe_open(path, "pt") as handle:
             metadata = handle.metadata() or {}
-            if "kind" not in metadata or "params" not in metadata or "index" not in handle.keys():
+            if "kind" not in metadata or "params" not in metadata or "index" not in handle.keys():  # noqa: SIM118 - safe_open has no `in`
                 raise ValueError("not an ANN index file (needs tensor 'index' and metadata 'kind', 'params')")
             kind, params = metadata["kind"], json.loads(metadata["params"])
             check_ann(kind, params)

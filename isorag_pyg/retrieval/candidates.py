@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from isorag_pyg.retrieval.ann import ANNIndex
-from isorag_pyg.retrieval.graph_index import GraphIndex
+from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
 from isorag_pyg.retrieval.scoring import query_chunk_size
 
 #: (query, passage) pairs scored at once in ANN mode (a ``[PAIR_BLOCK, d]`` gather).
@@ -36,7 +36,7 @@ class DenseCandidates:
     embeddings: Tensor | None = None  # [N, d] unit-norm
 
     @classmethod
-    def from_scores(cls, scores: Tensor, pool_size: int, num_passages: int | None = None) -> "DenseCandidates":
+    def from_scores(cls, scores: Tensor, pool_size: int, num_passages: int | None = None) -> DenseCandidates:
         """The exact candidates of a ``[Q, N]`` score matrix (among its first ``num_passages``
         columns: the passages; default: all)."""
         top = scores[:, :num_passages].topk(pool_size, dim=1)
@@ -59,33 +59,33 @@ def pair_scores(queries: Tensor, embeddings: Tensor, query: Tensor, node: Tensor
     return out
 
 
-def check_ann_index(ann: ANNIndex | None, index: GraphIndex) -> None:
-    """``ValueError`` unless ``ann`` (when given) indexes exactly ``index``'s passages."""
-    if ann is not None and (ann.num_passages, ann.dim) != (index.num_passages, index.dim):
+def check_ann_index(ann: ANNIndex | None, graph: RetrievalGraph) -> None:
+    """``ValueError`` unless ``ann`` (when given) indexes exactly ``graph``'s passages."""
+    if ann is not None and (ann.num_passages, ann.dim) != (graph.num_passages, graph.dim):
         raise ValueError(f"the ANN index holds {ann.num_passages} vectors of size {ann.dim}; "
-                         f"the graph index {index.num_passages} passages of size {index.dim}")
+                         f"the retrieval graph {graph.num_passages} passages of size {graph.dim}")
 
 
-def candidate_chunk(index: GraphIndex, ann: ANNIndex | None, requested: int | None = None) -> int:
+def candidate_chunk(graph: RetrievalGraph, ann: ANNIndex | None, requested: int | None = None) -> int:
     """Queries per chunk: an exact scan keeps its ``[chunk, N]`` block within the score budget,
     an ANN search holds no such block (then at most 1024, or ``requested``)."""
-    return query_chunk_size(index.num_nodes if ann is None else 1, requested)
+    return query_chunk_size(graph.num_nodes if ann is None else 1, requested)
 
 
-def dense_candidates(index: GraphIndex, query_embeddings: Tensor, pool_size: int, ann: ANNIndex | None = None) -> DenseCandidates:
+def dense_candidates(graph: RetrievalGraph, query_embeddings: Tensor, pool_size: int, ann: ANNIndex | None = None) -> DenseCandidates:
     """Top-``pool_size`` candidates of every query: the exact scan (``ann=None``), or ``ann``'s
     pool re-scored exactly and sorted (a query for which ``ann`` finds fewer than ``pool_size``
     passages falls back to the exact scan)."""
     if ann is None:
-        return DenseCandidates.from_scores(index.scores(query_embeddings), pool_size, index.num_passages)
-    queries = index.unit_queries(query_embeddings)
-    pool = ann.search(queries, pool_size).to(index.device)
+        return DenseCandidates.from_scores(graph.scores(query_embeddings), pool_size, graph.num_passages)
+    queries = graph.unit_queries(query_embeddings)
+    pool = ann.search(queries, pool_size).to(graph.device)
     short = (pool < 0).any(dim=1).nonzero().squeeze(1)
-    step = query_chunk_size(index.num_nodes)  # the fallback's [rows, N] block stays within the score budget
+    step = query_chunk_size(graph.num_nodes)  # the fallback's [rows, N] block stays within the score budget
     for start in range(0, short.numel(), step):
         rows = short[start : start + step]
-        pool[rows] = (queries[rows] @ index.embeddings[: index.num_passages].t()).topk(pool_size, dim=1).indices
+        pool[rows] = (queries[rows] @ graph.embeddings[: graph.num_passages].t()).topk(pool_size, dim=1).indices
     rows = torch.arange(pool.size(0), device=pool.device).unsqueeze(1).expand_as(pool)
-    scores = pair_scores(queries, index.embeddings, rows, pool)
+    scores = pair_scores(queries, graph.embeddings, rows, pool)
     scores, order = scores.sort(dim=1, descending=True, stable=True)
-    return DenseCandidates(pool.gather(1, order), scores, queries=queries, embeddings=index.embeddings)
+    return DenseCandidates(pool.gather(1, order), scores, queries=queries, embeddings=graph.embeddings)

@@ -7,15 +7,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from isorag_pyg.knobs import ISOKnobs
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.retrieval.candidates import (
+    DenseCandidates,
     candidate_chunk,
     check_ann_index,
     dense_candidates,
 )
-from isorag_pyg.retrieval.graph_index import GraphIndex
-from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs, segment_ptr
-from isorag_pyg.retrieval.scoring import segment_minmax, segment_topk
+from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
+from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
+from isorag_pyg.retrieval.scoring import score_local_graphs, segment_topk
 from isorag_pyg.retrieval.types import (
     Queries,
     RetrievalResult,
@@ -23,15 +25,6 @@ from isorag_pyg.retrieval.types import (
     retrieve_in_chunks,
 )
 from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_mask
-from isorag_pyg.utils.ppr import personalized_pagerank
-
-
-def teleport_weights(seed_scores: Tensor, tau: float) -> Tensor:
-    """``softmax(tau * s)`` over each query's seeds; uniform where that is not finite."""
-    weights = torch.softmax(tau * seed_scores, dim=1)
-    bad = ~torch.isfinite(weights).all(dim=1)
-    weights[bad] = 1.0 / seed_scores.size(1)
-    return weights
 
 
 class ISORetriever:
@@ -44,114 +37,81 @@ class ISORetriever:
     ``max_expansion`` new nodes per hop, best dense score first); edges whose endpoints'
     isoperimetric profiles differ by more than ``beta`` are removed (the rule of
     :class:`~isorag_pyg.transforms.IsoperimetricFilter`, decided once per corpus edge since φ is
-    precomputed per node); personalized PageRank runs on what is
-    left with teleport ``softmax(tau * s_dense)`` over the seeds; the result is
+    precomputed per node); what is left is scored by
+    :func:`~isorag_pyg.retrieval.scoring.score_local_graphs`: personalized PageRank with
+    teleport ``softmax(tau * s_dense)`` over the seeds, then
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates.
 
     All queries of a chunk run together: their local graphs form one block-diagonal batch, so
     every PPR iteration is a single sparse matmul (on ``device``, CPU or CUDA).
 
-    The defaults are ``conf/retriever/iso.yaml``'s (chosen on the training questions across clean
-    and noisy graphs by ``benchmarks/noise.py``; a test keeps the two equal).
+    The knobs and their defaults are :class:`~isorag_pyg.knobs.ISOKnobs` (keyword arguments
+    change single ones).
 
     Args:
-        index: the corpus graph and passage embeddings, prepared for retrieval.
+        graph: the corpus graph and passage embeddings, prepared for retrieval.
         log_phi: ``[N]`` precomputed log isoperimetric profile of every passage
             (:func:`~isorag_pyg.utils.log_phi_from_ball`).
-        phi_mode: ``"real"`` or an ablation (:func:`~isorag_pyg.utils.ablate_log_phi`):
-            ``"uniform"``, ``"shuffled"``, ``"random"``, seeded by ``seed``.
-        query_chunk: queries per batched call (default: as many as fit a 256 MiB score block,
-            at most 1024).
-        edge_weights: the local PPR follows edges in proportion to the index's edge weights
-            (default: unweighted); the filter itself reads only φ.
-        ann: an approximate nearest-neighbour index over ``index``'s embeddings for the pool and
+        knobs: the knobs (default: :class:`~isorag_pyg.knobs.ISOKnobs`'s).
+        ann: an approximate nearest-neighbour index over ``graph``'s embeddings for the pool and
             seeds (default: ``None``, the exact scan).
+        **changes: knobs changed from ``knobs`` (e.g. ``beta=0.1``).
     """
 
     name = "iso"
 
-    def __init__(
-        self,
-        index: GraphIndex,
-        log_phi: Tensor,
-        num_seeds: int = 5,
-        over_retrieval: float = 5.0,
-        hops: int = 1,
-        max_expansion: int = 100,
-        beta: float = 0.2,
-        phi_mode: str = "real",
-        alpha: float = 0.85,
-        tau: float = 10.0,
-        lambda_graph: float = 0.9,
-        lambda_dense: float = 0.1,
-        tol: float = 1e-6,
-        max_iter: int = 50,
-        seed: int = 0,
-        query_chunk: int | None = None,
-        edge_weights: bool = False,
-        ann: ANNIndex | None = None,
-    ):
-        if num_seeds < 1 or hops < 0 or max_expansion < 0:
-            raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
-        if over_retrieval < 1:
-            raise ValueError(f"over_retrieval must be >= 1, got {over_retrieval}")
-        if lambda_graph < 0 or lambda_dense < 0 or lambda_graph + lambda_dense == 0:
-            raise ValueError("lambda_graph and lambda_dense must be >= 0 and not both 0")
-        self.index = index
-        if log_phi.numel() != index.num_nodes:
-            raise ValueError(f"log_phi has {log_phi.numel()} values for {index.num_nodes} passages")
-        self.log_phi = ablate_log_phi(log_phi.to(index.device), phi_mode, seed)
-        self.up_edge_weight = index.require_edge_weight()[index.up_edge_id] if edge_weights else None
+    def __init__(self, graph: RetrievalGraph, log_phi: Tensor, knobs: ISOKnobs = ISOKnobs(), ann: ANNIndex | None = None, **changes: Any):
+        self.knobs = knobs = knobs.replace(**changes)
+        self.graph = graph
+        if log_phi.numel() != graph.num_nodes:
+            raise ValueError(f"log_phi has {log_phi.numel()} values for {graph.num_nodes} passages")
+        self.log_phi = ablate_log_phi(log_phi.to(graph.device), knobs.phi_mode, knobs.seed)
+        self.up_edge_weight = graph.require_edge_weight()[graph.up_edge_id] if knobs.edge_weights else None
         # φ is per node, so whether an edge survives the filter does not depend on the query:
         # decide it once for every corpus edge, then look it up for each local subgraph
-        self.edge_keep = isoperimetric_keep_mask(self.index.up_edge_index, self.log_phi, beta)
-        self.num_seeds, self.over_retrieval, self.hops, self.max_expansion = num_seeds, over_retrieval, hops, max_expansion
-        self.beta, self.phi_mode, self.alpha, self.tau = beta, phi_mode, alpha, tau
-        self.lambda_graph, self.lambda_dense, self.tol, self.max_iter = lambda_graph, lambda_dense, tol, max_iter
-        self.query_chunk = query_chunk
-        check_ann_index(ann, index)
+        self.edge_keep = isoperimetric_keep_mask(self.graph.up_edge_index, self.log_phi, knobs.beta)
+        check_ann_index(ann, graph)
         self.ann = ann
 
     def sizes(self, k: int) -> tuple[int, int, int]:
         """(k, pool size L, seeds m), clipped to the corpus."""
-        n = self.index.num_passages
+        n = self.graph.num_passages
         k = check_k(k, n)
-        pool = min(n, max(k, math.ceil(self.over_retrieval * k)))
-        return k, pool, min(self.num_seeds, pool)
+        pool = min(n, max(k, math.ceil(self.knobs.over_retrieval * k)))
+        return k, pool, min(self.knobs.num_seeds, pool)
+
+    def _ranked(self, node: Tensor) -> Tensor | None:
+        """Which local nodes are passages (``None`` when every node is: a passage graph)."""
+        return None if self.graph.num_passages == self.graph.num_nodes else node < self.graph.num_passages
+
+    def local_graphs(self, candidates: DenseCandidates, num_seeds: int) -> LocalGraphBatch:
+        """The local candidate graphs around ``candidates`` (the pool and the seeds' neighbourhood)."""
+        return build_local_graphs(candidates, self.graph, num_seeds, self.knobs.hops, self.knobs.max_expansion)
 
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
-        chunk = candidate_chunk(self.index, self.ann, self.query_chunk)
+        chunk = candidate_chunk(self.graph, self.ann, self.knobs.query_chunk)
         return retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, k, trace))
 
     def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
         k, pool, m = self.sizes(k)
-        candidates = dense_candidates(self.index, queries.embeddings, pool, self.ann)
-        local = build_local_graphs(candidates, self.index, m, self.hops, self.max_expansion)
-        num_queries, num_local = len(queries), local.node.numel()
+        candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
+        local = self.local_graphs(candidates, m)
         keep = self.edge_keep[local.edge_slot]
-        teleport = torch.zeros(num_local, device=local.node.device)
-        teleport[local.seed_pos.reshape(-1)] = teleport_weights(candidates.pool_scores[:, :m], self.tau).reshape(-1)
         weight = None if self.up_edge_weight is None else self.up_edge_weight[local.edge_slot[keep]]
-        ppr = personalized_pagerank(local.edge_index[:, keep], teleport, self.alpha, local.batch, num_queries, self.tol, self.max_iter, weight)
-        pi = ppr.pi.squeeze(1)
-        # passages only are ranked (an entity graph's entity nodes carry PPR mass, not answers)
-        ranked = (local.node < self.index.num_passages).nonzero().squeeze(1)
-        batch = local.batch[ranked]
-        ptr = segment_ptr(batch, num_queries)
-        dense = candidates.score(batch, local.node[ranked])
-        scaled = segment_minmax(torch.stack([pi[ranked], dense], 1), batch, ptr)
-        fused = self.lambda_graph * scaled[:, 0] + self.lambda_dense * scaled[:, 1]
-        positions, top_scores = segment_topk(fused, batch, ptr, k)
-        positions = torch.where(positions >= 0, ranked[positions.clamp_min(0)], positions)
+        dense = candidates.score(local.batch, local.node)
+        scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
+                                    self.knobs, weight, self._ranked(local.node))
+        positions, top_scores = segment_topk(scored.score, local.batch, local.ptr, k)
+        num_queries, num_local = len(queries), local.node.numel()
         stats = {
             "queries": float(num_queries),
             "candidates": float(num_local),
             "local_edges": float(local.edge_index.size(1)),
             "removed_edges": float(keep.numel() - int(keep.sum())),
-            "ppr_iterations_max": float(ppr.iterations),
+            "ppr_iterations_max": float(scored.iterations),
         }
-        traces = self._traces(local, keep, pi, positions, top_scores) if trace else None
+        traces = self._traces(local, keep, scored.pi, positions, top_scores) if trace else None
         return RetrievalResult(local.node[positions].cpu(), top_scores.cpu(), stats, traces)
 
     def _traces(self, local: LocalGraphBatch, keep: Tensor, pi: Tensor, positions: Tensor, scores: Tensor) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ import torch
 from torch import Tensor
 
 from isorag_pyg.retrieval.candidates import DenseCandidates
-from isorag_pyg.retrieval.graph_index import GraphIndex
+from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
+from isorag_pyg.retrieval.scoring import segment_ptr
 from isorag_pyg.utils.csr import expand_neighbors, neighbor_edges
 
 
@@ -18,15 +19,9 @@ class LocalGraphBatch:
     batch: Tensor  # [M] query of every local node
     ptr: Tensor  # [Q + 1] node offsets per query
     edge_index: Tensor  # [2, E] local node positions, block-diagonal
-    edge_slot: Tensor  # [E] the corpus edge of every local edge: a column of ``GraphIndex.up_edge_index``
+    edge_slot: Tensor  # [E] the corpus edge of every local edge: a column of ``RetrievalGraph.up_edge_index``
     seed_pos: Tensor  # [Q, m] local positions of each query's seeds
     seeds: Tensor  # [Q, m] corpus rows of the seeds, best first
-
-
-def segment_ptr(batch: Tensor, num_groups: int) -> Tensor:
-    """Offsets of ``num_groups`` consecutive groups in a sorted ``batch`` vector."""
-    counts = torch.bincount(batch, minlength=num_groups)
-    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
 
 
 def cap_per_query(query: Tensor, score: Tensor, cap: int, num_queries: int) -> Tensor:
@@ -41,7 +36,7 @@ def cap_per_query(query: Tensor, score: Tensor, cap: int, num_queries: int) -> T
 
 def build_local_graphs(
     candidates: DenseCandidates,
-    index: GraphIndex,
+    graph: RetrievalGraph,
     num_seeds: int,
     hops: int = 1,
     max_expansion: int = 100,
@@ -52,14 +47,14 @@ def build_local_graphs(
     Hub explosion cap: at every hop at most ``max_expansion`` new neighbours per query are kept,
     those with the highest dense score, so a seed next to a hub adds a bounded number of nodes.
     """
-    pool, n = candidates.pool, index.num_nodes
+    pool, n = candidates.pool, graph.num_nodes
     num_queries = pool.size(0)
     seeds = pool[:, :num_seeds]
     qids = torch.arange(num_queries, device=pool.device)
     keys = [(qids.unsqueeze(1) * n + pool).reshape(-1)]
     frontier_q, frontier_node = qids.repeat_interleave(num_seeds), seeds.reshape(-1)
     for _ in range(hops):
-        position, neighbour = expand_neighbors(index.rowptr, index.col, frontier_node)
+        position, neighbour = expand_neighbors(graph.rowptr, graph.col, frontier_node)
         hop_keys = torch.unique(frontier_q[position] * n + neighbour)
         frontier_q, frontier_node = hop_keys // n, hop_keys % n
         if hop_keys.numel() > max_expansion:  # otherwise no query can be over the cap
@@ -69,8 +64,8 @@ def build_local_graphs(
     keys = torch.unique(torch.cat(keys))
     batch, node = keys // n, keys % n
     # each undirected edge once, from its lower-degree end; then both directions
-    position, slot = neighbor_edges(index.up_rowptr, node)
-    target_keys = batch[position] * n + index.up_col[slot]
+    position, slot = neighbor_edges(graph.up_rowptr, node)
+    target_keys = batch[position] * n + graph.up_col[slot]
     target = torch.searchsorted(keys, target_keys).clamp_max(keys.numel() - 1)
     inside = keys[target] == target_keys
     src, dst, slot = position[inside], target[inside], slot[inside]

@@ -1,8 +1,23 @@
-"""Dense scoring in query chunks (never an N x N matrix), per-segment and per-row min-max."""
+r"""How ISO-RAG scores passages, in one place: the teleport softmax over each question's seeds,
+personalized PageRank on the (filtered) local graphs, per-question min-max and the λ fusion
+
+.. math::
+    \mathrm{score}(v) = \lambda_g\,\mathrm{minmax}(\pi)_v + \lambda_d\,\mathrm{minmax}(s)_v,
+    \qquad \pi = \mathrm{PPR}_\alpha\big(r\big),\quad r = \mathrm{softmax}(\tau\, s_{\mathrm{seeds}}),
+
+used by :class:`~isorag_pyg.retrieval.ISORetriever` and PyG's subgraph filter alike; and the
+helpers around it: dense scoring in query chunks (never an N x N matrix), per-segment and per-row
+min-max, per-segment top-k.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from isorag_pyg.knobs import ISOKnobs
+from isorag_pyg.utils.ppr import personalized_pagerank
 
 #: Query-by-passage score entries held at once (2**26 floats = 256 MiB).
 SCORE_BUDGET = 1 << 26
@@ -18,6 +33,12 @@ def _unit_scale(values: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     """``(values - lo) / (hi - lo)``; 0 where ``hi == lo``."""
     span = hi - lo
     return torch.where(span > 0, (values - lo) / span.clamp_min(torch.finfo(values.dtype).tiny), torch.zeros_like(values))
+
+
+def segment_ptr(batch: Tensor, num_groups: int) -> Tensor:
+    """Offsets of ``num_groups`` consecutive groups in a sorted ``batch`` vector."""
+    counts = torch.bincount(batch, minlength=num_groups)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
 
 
 def segment_minmax(values: Tensor, segment: Tensor, ptr: Tensor) -> Tensor:
@@ -47,3 +68,49 @@ def segment_topk(values: Tensor, segment: Tensor, ptr: Tensor, k: int) -> tuple[
     positions = top_slots + ptr[:-1].unsqueeze(1)
     valid = top_slots < sizes.unsqueeze(1)
     return torch.where(valid, positions, torch.full_like(positions, -1)), top_values
+
+
+def teleport_weights(seed_scores: Tensor, tau: float) -> Tensor:
+    """``softmax(tau * s)`` over each query's seeds (``[Q, m]``); uniform where that is not finite."""
+    weights = torch.softmax(tau * seed_scores, dim=1)
+    bad = ~torch.isfinite(weights).all(dim=1)
+    weights[bad] = 1.0 / seed_scores.size(1)
+    return weights
+
+
+@dataclass
+class LocalScores:
+    """Every local node's PPR mass and fused score, and the PPR iterations run."""
+
+    pi: Tensor  # [M]
+    score: Tensor  # [M]
+    iterations: int
+
+
+def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor, dense: Tensor, batch: Tensor, ptr: Tensor,
+                       knobs: ISOKnobs, edge_weight: Tensor | None = None, ranked: Tensor | None = None) -> LocalScores:
+    """ISO-RAG's score of every node of a block-diagonal batch of local graphs (the formula above).
+
+    Args:
+        edge_index: ``[2, E]`` the kept local edges (both directions), node positions.
+        seed_pos, seed_scores: ``[Q, m]`` each question's seeds (positions) and their cosines.
+        dense: ``[M]`` every node's cosine with its question.
+        batch, ptr: the question of every node (sorted) and the node offsets per question.
+        knobs: ``tau``, ``alpha``, ``tol``, ``max_iter``, ``lambda_graph``, ``lambda_dense``.
+        edge_weight: ``[E]`` weights the walk follows (default: unweighted).
+        ranked: ``[M]`` bool, the nodes that are ranked (passages; an entity graph's entity
+            nodes carry PPR mass, not answers): min-max runs over them, the rest score ``-inf``
+            (default: every node).
+    """
+    teleport = torch.zeros(dense.numel(), device=dense.device)
+    teleport[seed_pos.reshape(-1)] = teleport_weights(seed_scores, knobs.tau).reshape(-1)
+    ppr = personalized_pagerank(edge_index, teleport, knobs.alpha, batch, ptr.numel() - 1, knobs.tol, knobs.max_iter, edge_weight)
+    pi = ppr.pi.squeeze(1)
+    if ranked is None:
+        scaled = segment_minmax(torch.stack([pi, dense], 1), batch, ptr)
+        return LocalScores(pi, knobs.lambda_graph * scaled[:, 0] + knobs.lambda_dense * scaled[:, 1], ppr.iterations)
+    rows = ranked.nonzero().squeeze(1)
+    scaled = segment_minmax(torch.stack([pi[rows], dense[rows]], 1), batch[rows], segment_ptr(batch[rows], ptr.numel() - 1))
+    score = torch.full_like(pi, float("-inf"))
+    score[rows] = knobs.lambda_graph * scaled[:, 0] + knobs.lambda_dense * scaled[:, 1]
+    return LocalScores(pi, score, ppr.iterations)

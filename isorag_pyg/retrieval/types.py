@@ -1,11 +1,28 @@
 """What retrievers take and return."""
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
+
+
+def check_questions(questions: Sequence[str]) -> None:
+    """``ValueError`` unless ``questions`` is a non-empty list of non-blank, valid Unicode strings."""
+    if isinstance(questions, str) or not isinstance(questions, Sequence) or not questions:
+        raise ValueError("questions must be a non-empty list of strings")
+    for i, question in enumerate(questions):
+        if not isinstance(question, str):
+            raise ValueError(f"question {i} must be a string, got {type(question).__name__}")  # noqa: TRY004 - bad input is ValueError here
+        if not question.strip():
+            raise ValueError(f"question {i} is empty")
+        if not question.isascii():
+            try:
+                question.encode()
+            except UnicodeEncodeError:
+                raise ValueError(f"question {i} is not valid Unicode (a lone surrogate)") from None
 
 
 @dataclass
@@ -22,7 +39,7 @@ class Queries:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def slice(self, start: int, stop: int) -> "Queries":
+    def slice(self, start: int, stop: int) -> Queries:
         return Queries(self.texts[start:stop], self.embeddings[start:stop])
 
 
@@ -36,13 +53,13 @@ class RetrievalResult:
     traces: list[dict[str, Any]] | None = None
 
     @staticmethod
-    def ranked(indices: Tensor, scores: Tensor, stats: dict[str, float], trace: bool) -> "RetrievalResult":
+    def ranked(indices: Tensor, scores: Tensor, stats: dict[str, float], trace: bool) -> RetrievalResult:
         """A result whose trace (when asked for) is just the ranked list."""
         traces = [{"top": list(zip(ix, sc))} for ix, sc in zip(indices.tolist(), scores.tolist())] if trace else None
         return RetrievalResult(indices.cpu(), scores.cpu(), stats, traces)
 
     @staticmethod
-    def concat(parts: list["RetrievalResult"]) -> "RetrievalResult":
+    def concat(parts: list[RetrievalResult]) -> RetrievalResult:
         stats: dict[str, float] = {}
         for part in parts:
             for key, value in part.stats.items():

@@ -1,5 +1,5 @@
 """The retrieval server: ``isorag serve INDEX_DIR`` (FastAPI + uvicorn) with dynamic
-micro-batching. See ``docs/server.md``.
+micro-batching.
 
 * :class:`ServerSettings`: batching knobs and request limits;
 * :class:`RetrievalEngine`: answers a batch of requests with one encoder call and one
@@ -11,17 +11,10 @@ micro-batching. See ``docs/server.md``.
 Names are imported on first use, so the command line can read the settings' defaults
 without importing FastAPI or torch.
 """
-from importlib import import_module
-from typing import Any
+from isorag_pyg.lazy import lazy_attributes
 
-_HOME = {
+__all__ = ["BatcherUnavailable", "MicroBatcher", "RetrievalEngine", "RetrievalRequest", "ServerSettings", "create_app", "serve"]
+__getattr__ = lazy_attributes(__name__, {
     "BatcherUnavailable": "batcher", "MicroBatcher": "batcher", "RetrievalEngine": "engine", "RetrievalRequest": "engine",
     "ServerSettings": "settings", "create_app": "app", "serve": "runner",
-}
-__all__ = ["BatcherUnavailable", "MicroBatcher", "RetrievalEngine", "RetrievalRequest", "ServerSettings", "create_app", "serve"]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'isorag_pyg.server' has no attribute {name!r}")
-    return getattr(import_module(f"isorag_pyg.server.{_HOME[name]}"), name)
+})

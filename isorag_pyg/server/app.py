@@ -7,7 +7,8 @@ an overloaded or stopping server answers 503.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -15,14 +16,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-import isorag_pyg
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
-from isorag_pyg.index.index import check_questions, check_retriever_name
 from isorag_pyg.index.answers import answer_json
+from isorag_pyg.index.registry import check_retriever_name
+from isorag_pyg.retrieval.types import check_questions
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.settings import ServerSettings
-
+from isorag_pyg.version import __version__
 
 #: The counters ``GET /health`` reports (see :class:`RetrievalEngine`).
 STATS = ("requests", "questions", "batches", "encoder_calls", "retrieval_calls", "encode_seconds", "retrieval_seconds",
@@ -150,7 +151,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings()) 
         finally:
             await batcher.close()
 
-    app = FastAPI(title="isorag", version=isorag_pyg.__version__, lifespan=lifespan,
+    app = FastAPI(title="isorag", version=__version__, lifespan=lifespan,
                   description="ISO-RAG retrieval with dynamic micro-batching.")
     app.state.engine, app.state.batcher, app.state.settings = engine, batcher, settings
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
@@ -170,7 +171,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings()) 
             return _error(503, str(err))
         except RequestError as err:  # the limits
             return _error(422, str(err))
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - any other failure answers 500, the server keeps serving
             return _error(500, f"retrieval failed: {type(err).__name__}: {err}")
         return JSONResponse([answer_json(q, h) for q, h in zip(request.questions, hits)])
 

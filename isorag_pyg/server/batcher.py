@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Generic, Protocol, Sequence, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from isorag_pyg.index import ISORAGIndex, RetrievedPassage
 from isorag_pyg.retrieval import Queries, Retriever
@@ -66,7 +66,7 @@ class RetrievalEngine:
         self.stats["largest_batch"] = max(self.stats["largest_batch"], sum(len(r) for r in requests))
         try:
             outcomes: list[Hits | Exception] = list(self._answer(requests))
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a failed batch is retried request by request
             if len(requests) == 1:
                 outcomes = [err]
             else:
@@ -80,7 +80,7 @@ class RetrievalEngine:
     def _answer_alone(self, request: RetrievalRequest) -> Hits | Exception:
         try:
             return self._answer([request])[0]
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - the request's own failure goes back to its caller
             return err
 
     def _answer(self, requests: Sequence[RetrievalRequest]) -> list[Hits]:

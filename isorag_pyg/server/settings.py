@@ -42,7 +42,7 @@ class ServerSettings:
             raise ValueError(f"max_pending ({self.max_pending}) must be at least max_questions ({self.max_questions})")
 
     @classmethod
-    def unbatched(cls, **limits: Any) -> "ServerSettings":
+    def unbatched(cls, **limits: Any) -> ServerSettings:
         """Micro-batching off (every request on its own), with the given limits."""
         return cls(**{**limits, "batch_window_ms": 0.0, "max_batch": 1})
 

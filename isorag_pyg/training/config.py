@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Lightning ``Trainer`` arguments used when none are given (``conf/trainer/default.yaml``'s; a
+#: Lightning ``Trainer`` arguments used when none are given (the ``trainer=default`` config's; a
 #: test keeps the two equal).
 DEFAULT_TRAINER: dict[str, Any] = {
     "accelerator": "auto",

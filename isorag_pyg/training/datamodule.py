@@ -108,7 +108,7 @@ class GraphTripletDataModule(L.LightningDataModule):
         pairs = ei[:, ei[0] < ei[1]]
         generator = torch.Generator().manual_seed(self.seed)
         perm = torch.randperm(pairs.size(1), generator=generator)
-        num_val = max(1, int(round(self.val_fraction * pairs.size(1))))
+        num_val = max(1, round(self.val_fraction * pairs.size(1)))
         if pairs.size(1) <= num_val:
             raise ValueError(f"the graph has {pairs.size(1)} edge(s): too few to hold out validation edges")
         val_pairs, train_pairs = pairs[:, perm[:num_val]], pairs[:, perm[num_val:]]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable, Union
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -10,18 +10,12 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
-from isorag_pyg.utils.isoperimetric import (
-    PHI_MODES,
-    PhiSpec,
-    ablate_log_phi,
-    check_beta,
-    isoperimetric_keep_mask,
-    log_phi_from_ball,
-)
+from isorag_pyg.knobs import PHI_MODES, ISOKnobs, PhiSpec, check_beta
+from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_mask, log_phi_from_ball
 
 log = logging.getLogger(__name__)
 
-PhiSource = Union[str, Callable[[Data], Tensor]]
+PhiSource = str | Callable[[Data], Tensor]
 
 
 @functional_transform("isoperimetric_filter")
@@ -38,19 +32,20 @@ class IsoperimetricFilter(BaseTransform):
 
     Args:
         beta (float, optional): the ratio threshold in :math:`(0, 1]`; ``1`` keeps only edges
-            between equal profiles, values near ``0`` keep almost all. (default: :obj:`0.5`)
+            between equal profiles, values near ``0`` keep almost all. (default: :obj:`0.2`,
+            ISO-RAG's, :class:`~isorag_pyg.knobs.ISOKnobs`)
         p (float, optional): the volume exponent, :math:`v(u) = \lambda(z_u)^p`; ``0`` counts
             nodes and needs no coordinates. (default: :obj:`0.0`)
         eps (float, optional): :math:`\epsilon` added to :math:`V(S_u)`. (default: :obj:`1e-8`)
         shell_floor (float, optional): added to :math:`V(\partial S_u)` in units of the volume
             of a node at the origin (:math:`2^p`), so nodes with an empty 2-hop shell get a
             finite profile; ``0`` is the plain definition (empty shell: :math:`\varphi = 0`).
-            Used with ``phi="z"``. (default: :obj:`8.0`)
-        phi (str or callable, optional): where :math:`\varphi` comes from: ``"z"`` computes it
+            Used with ``phi_source="z"``. (default: :obj:`8.0`)
+        phi_source (str or callable, optional): where :math:`\varphi` comes from: ``"z"`` computes it
             from the ball coordinates in ``data[z_attr]``; ``"phi"`` reads a precomputed
             ``data.log_phi`` (or ``data.phi``); a callable maps the data to :math:`\varphi`
             (non-negative, one value a node). (default: :obj:`"z"`)
-        mode (str, optional): ``"real"`` uses :math:`\varphi` as is; the ablations
+        phi_mode (str, optional): ``"real"`` uses :math:`\varphi` as is; the ablations
             ``"uniform"`` (all equal: nothing is removed), ``"shuffled"`` (real values permuted
             over nodes) and ``"random"`` (uniform random in :math:`(0, 1)`). (default: :obj:`"real"`)
         curvature (float, optional): the ball's curvature magnitude :math:`c`. (default: :obj:`1.0`)
@@ -64,7 +59,7 @@ class IsoperimetricFilter(BaseTransform):
         >>> from torch_geometric.data import Data
         >>> ei = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])  # path 0-1-2-3
         >>> data = Data(edge_index=ei, log_phi=torch.tensor([0.0, 0.0, 0.0, -3.0]), num_nodes=4)
-        >>> out = IsoperimetricFilter(beta=0.5, phi="phi")(data)
+        >>> out = IsoperimetricFilter(beta=0.5, phi_source="phi")(data)
         >>> out.edge_index
         tensor([[0, 1, 1, 2],
                 [1, 0, 2, 1]])
@@ -74,40 +69,40 @@ class IsoperimetricFilter(BaseTransform):
 
     def __init__(
         self,
-        beta: float = 0.5,
+        beta: float = ISOKnobs.beta,
         p: float = PhiSpec.p,
         eps: float = PhiSpec.eps,
         shell_floor: float = PhiSpec.shell_floor,
-        phi: PhiSource = "z",
-        mode: str = "real",
+        phi_source: PhiSource = "z",
+        phi_mode: str = "real",
         curvature: float = PhiSpec.curvature,
         z_attr: str = "z",
         seed: int = 0,
     ) -> None:
         check_beta(beta)
-        if mode not in PHI_MODES:
-            raise ValueError(f"mode must be one of {PHI_MODES}, got {mode!r}")
-        if isinstance(phi, str) and phi not in ("z", "phi"):
-            raise ValueError(f"phi must be 'z', 'phi' or a callable, got {phi!r}")
+        if phi_mode not in PHI_MODES:
+            raise ValueError(f"phi_mode must be one of {PHI_MODES}, got {phi_mode!r}")
+        if isinstance(phi_source, str) and phi_source not in ("z", "phi"):
+            raise ValueError(f"phi_source must be 'z', 'phi' or a callable, got {phi_source!r}")
         self.spec = PhiSpec(p=p, eps=eps, shell_floor=shell_floor, curvature=curvature)
-        self.beta, self.phi, self.mode, self.z_attr, self.seed = beta, phi, mode, z_attr, seed
+        self.beta, self.phi_source, self.phi_mode, self.z_attr, self.seed = beta, phi_source, phi_mode, z_attr, seed
 
     def real_log_phi(self, data: Data) -> Tensor:
         """:math:`\\log\\varphi` before any ablation is applied."""
-        if callable(self.phi):
-            values = torch.as_tensor(self.phi(data), dtype=torch.float64)
+        if callable(self.phi_source):
+            values = torch.as_tensor(self.phi_source(data), dtype=torch.float64)
             if (values < 0).any() or values.isnan().any():
                 raise ValueError("the phi callable must return non-negative values")
             return values.log()
-        if self.phi == "phi":
+        if self.phi_source == "phi":
             if "log_phi" in data:
                 return data.log_phi.double()
             if "phi" in data:
                 return data.phi.double().log()
-            raise ValueError("phi='phi' needs a 'log_phi' or 'phi' node attribute on the data")
+            raise ValueError("phi_source='phi' needs a 'log_phi' or 'phi' node attribute on the data")
         if self.z_attr not in data and self.spec.needs_coordinates:
-            raise ValueError(f"phi='z' with p = {self.spec.p} needs ball coordinates in data.{self.z_attr}")
-        z = data[self.z_attr] if self.z_attr in data else None
+            raise ValueError(f"phi_source='z' with p = {self.spec.p} needs ball coordinates in data.{self.z_attr}")
+        z = data.get(self.z_attr)
         return log_phi_from_ball(data.edge_index, z, self.spec, num_nodes=data.num_nodes)
 
     @torch.no_grad()
@@ -115,8 +110,8 @@ class IsoperimetricFilter(BaseTransform):
         n = data.num_nodes
         device = data.edge_index.device
         # uniform and random ablations ignore the real values (and need no coordinates)
-        real = self.real_log_phi(data) if self.mode in ("real", "shuffled") else torch.zeros(n, dtype=torch.float64)
-        log_phi = ablate_log_phi(real.to(device), self.mode, self.seed)
+        real = self.real_log_phi(data) if self.phi_mode in ("real", "shuffled") else torch.zeros(n, dtype=torch.float64)
+        log_phi = ablate_log_phi(real.to(device), self.phi_mode, self.seed)
         if log_phi.numel() != n:
             raise ValueError(f"phi has {log_phi.numel()} values for {n} nodes")
         keep = isoperimetric_keep_mask(data.edge_index, log_phi, self.beta)
@@ -136,8 +131,8 @@ class IsoperimetricFilter(BaseTransform):
         return data
 
     def __repr__(self) -> str:
-        phi = self.phi if isinstance(self.phi, str) else getattr(self.phi, "__name__", "callable")
-        return f"{self.__class__.__name__}(beta={self.beta}, p={self.spec.p}, phi={phi!r}, mode={self.mode!r})"
+        source = self.phi_source if isinstance(self.phi_source, str) else getattr(self.phi_source, "__name__", "callable")
+        return f"{self.__class__.__name__}(beta={self.beta}, p={self.spec.p}, phi_source={source!r}, phi_mode={self.phi_mode!r})"
 
 
 def _batch_edge_subgraph(batch: Batch, keep: Tensor) -> Batch:

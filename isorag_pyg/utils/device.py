@@ -12,5 +12,5 @@ def device_of(name: str | torch.device | None) -> torch.device:
     if name in (None, "auto"):
         if not torch.cuda.is_available():
             return torch.device("cpu")
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     return torch.device(name)

@@ -15,15 +15,14 @@ symmetric profile. Self-loops and duplicate edges are ignored.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
 from torch_geometric.utils import coalesce, remove_self_loops, scatter
 
+from isorag_pyg.knobs import PHI_MODES, PhiSpec, check_beta
 from isorag_pyg.utils.csr import expand_neighbors, rowptr_from_sorted_rows
 
 #: Paths of length two expanded at once when enumerating 2-hop shells (bounds peak memory).
@@ -113,52 +112,6 @@ def _shell_block(src: Tensor, mid: Tensor, rowptr: Tensor, col: Tensor, n: int) 
     return u[keep], w[keep]
 
 
-@dataclass(frozen=True)
-class PhiSpec:
-    r"""The one recipe for :math:`\varphi` from ball coordinates, used by training, retrieval,
-    the index and :class:`~isorag_pyg.transforms.IsoperimetricFilter` alike.
-
-    The default ``p = 0`` (every volume 1: φ counts nodes, f_θ is not needed) was chosen with the
-    retrieval knobs on the training questions across clean and noisy graphs
-    (``benchmarks/noise.py``): the learned hyperbolic volumes never beat node counts there.
-    ``p > 0`` weighs nodes by their volume in f_θ's ball, as the ISO-RAG paper does.
-
-    Args:
-        p: volume exponent, :math:`v(u) = \lambda_c(z_u)^p`; ``0`` makes every volume 1, so
-            :math:`\varphi` counts nodes and needs no coordinates. (default: ``0.0``)
-        eps: the :math:`\epsilon` added to :math:`V(S_u)`. (default: ``1e-8``)
-        shell_floor: added to :math:`V(\partial S_u)` in units of the volume of a node at the
-            origin (:math:`2^p`), so a node whose 2-hop shell is empty gets a small finite
-            :math:`\varphi` instead of 0; ``0`` is the plain definition. (default: ``8.0``)
-        curvature: the ball's curvature magnitude :math:`c` (f_θ is trained in this ball).
-            (default: ``1.0``)
-    """
-
-    p: float = 0.0
-    eps: float = 1e-8
-    shell_floor: float = 8.0
-    curvature: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.p) and self.p >= 0):
-            raise ValueError(f"the volume exponent p must be finite and >= 0, got {self.p}")
-        if not self.eps > 0:
-            raise ValueError(f"eps must be > 0, got {self.eps}")
-        if not (math.isfinite(self.shell_floor) and self.shell_floor >= 0):
-            raise ValueError(f"shell_floor must be finite and >= 0, got {self.shell_floor}")
-        if not (math.isfinite(self.curvature) and self.curvature > 0):
-            raise ValueError(f"curvature must be finite and > 0, got {self.curvature}")
-
-    @property
-    def needs_coordinates(self) -> bool:
-        """Whether :math:`\\varphi` depends on ball coordinates (``p > 0``)."""
-        return self.p != 0
-
-    def replace(self, **changes: float) -> "PhiSpec":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-
 def log_isoperimetric_profile(
     edge_index: Tensor,
     log_vol: Tensor,
@@ -239,11 +192,6 @@ def log_phi_from_ball(
     return log_isoperimetric_profile(edge_index, log_vol, spec.eps, spec.shell_floor, origin_volume(spec.p), nodes=nodes)
 
 
-#: φ ablations: the real values, all equal (nothing pruned), real values permuted over the
-#: nodes, uniform random values.
-PHI_MODES = ("real", "uniform", "shuffled", "random")
-
-
 def ablate_log_phi(log_phi: Tensor, mode: str = "real", seed: int = 0) -> Tensor:
     r""":math:`\log\varphi` after an ablation (see :data:`PHI_MODES`); ``shuffled`` and
     ``random`` are seeded by ``seed``.
@@ -271,39 +219,3 @@ def isoperimetric_keep_mask(edge_index: Tensor, log_phi: Tensor, beta: float) ->
     check_beta(beta)
     a, b = log_phi[edge_index[0]], log_phi[edge_index[1]]
     return (a == b) | ((a - b).abs() <= -math.log(beta))
-
-
-def check_beta(beta: float) -> None:
-    if not (0.0 < beta <= 1.0) or math.isnan(beta):
-        raise ValueError(f"beta must lie in (0, 1], got {beta}")
-
-
-def beta_rule(edge_index: torch.Tensor, log_phi: torch.Tensor) -> dict[str, float]:
-    """β from the graph alone, for corpora without questions: Otsu's threshold on the edges'
-    profile gaps ``|log φ_u - log φ_v|``.
-
-    Otsu's method splits the gaps into two classes with the largest between-class variance. Where
-    hubs or shortcuts join nodes of very different profile, the large gaps form a class of their
-    own and the threshold falls between the two; β is the ratio at that threshold, so the filter
-    removes the large-gap class. ``separation`` (between-class over total variance, in [0, 1])
-    says how clearly the gaps split. β is clipped to [0.01, 0.6], the range tuned on the training
-    questions. Two equal profiles (also two zero ones) have gap 0, as in the filter.
-    """
-    src, dst = edge_index[:, edge_index[0] < edge_index[1]]
-    a, b = log_phi[src].double(), log_phi[dst].double()
-    gap = torch.where(a == b, torch.zeros_like(a), (a - b).abs())
-    if gap.numel() < 2 or not bool((gap > 0).any()):
-        return {"beta": 0.01, "threshold": 0.0, "separation": 0.0}
-    finite = gap[torch.isfinite(gap)]
-    gap = gap.nan_to_num(posinf=float(finite.max()) + 1.0).sort().values  # an empty shell (φ = 0, floor 0): the largest gap
-    m = gap.numel()
-    split = torch.arange(1, m, dtype=torch.float64)  # the first `split` gaps form the lower class
-    below = gap.cumsum(0)[:-1]
-    mean_low, mean_high = below / split, (gap.sum() - below) / (m - split)
-    between = (split / m) * (1 - split / m) * (mean_low - mean_high) ** 2
-    between[gap[1:] == gap[:-1]] = -1.0  # split only between distinct values
-    best = int(between.argmax())
-    threshold = float(gap[best] + gap[best + 1]) / 2
-    total = float(gap.var(unbiased=False))
-    beta = min(max(math.exp(-threshold), 0.01), 0.6)
-    return {"beta": beta, "threshold": threshold, "separation": float(between[best]) / total if total > 0 else 0.0}

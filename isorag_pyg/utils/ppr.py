@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import scatter
 
+from isorag_pyg.knobs import PPRKnobs, check_alpha
 from isorag_pyg.utils.csr import neighbor_edges, rowptr_from_sorted_rows
 
 
@@ -52,11 +53,11 @@ def csr_matrix(row: Tensor, col: Tensor, values: Tensor, num_nodes: int) -> Tens
 def personalized_pagerank(
     edge_index: Tensor,
     teleport: Tensor,
-    alpha: float = 0.5,
+    alpha: float = PPRKnobs.alpha,
     batch: Tensor | None = None,
     num_graphs: int | None = None,
-    tol: float = 1e-6,
-    max_iter: int = 100,
+    tol: float = PPRKnobs.tol,
+    max_iter: int = PPRKnobs.max_iter,
     edge_weight: Tensor | None = None,
 ) -> PPRResult:
     r"""Power iteration until the largest per-graph L1 change is below ``tol`` or ``max_iter``.
@@ -64,13 +65,16 @@ def personalized_pagerank(
     Args:
         edge_index: ``[2, E]`` directed edges ``u -> v`` (both directions for undirected graphs).
         teleport: ``[N]`` or ``[N, C]``; each column sums to 1 within each graph of ``batch``.
-        alpha: probability of following an edge (default: ``0.5``).
+        alpha: probability of following an edge, the damping factor; PyG's
+            :func:`~torch_geometric.utils.get_ppr` calls the restart probability ``1 - alpha``
+            its ``alpha`` (default: :class:`~isorag_pyg.knobs.PPRKnobs`'s, ``0.5``).
         batch: ``[N]`` graph of each node for a block-diagonal batch, sorted as in a PyG
             :class:`~torch_geometric.data.Batch` (default: one graph).
         num_graphs: number of graphs in ``batch`` (default: ``batch.max() + 1``).
         tol: L1 tolerance per graph and column; float64 teleports iterate in float64, others in
-            float32, whose rounding makes tolerances below about ``1e-7`` unreachable (default: ``1e-6``).
-        max_iter: iteration cap (default: ``100``).
+            float32, whose rounding makes tolerances below about ``1e-7`` unreachable (default: ``1e-6``, as in
+            :class:`~isorag_pyg.knobs.PPRKnobs`).
+        max_iter: iteration cap (default: :class:`~isorag_pyg.knobs.PPRKnobs`'s, ``50``).
         edge_weight: optional ``[E]`` non-negative weights (default: unweighted).
 
     Example:
@@ -78,8 +82,7 @@ def personalized_pagerank(
         >>> personalized_pagerank(ei, torch.tensor([1.0, 0.0]), alpha=0.5).pi.squeeze(1)
         tensor([0.6667, 0.3333])
     """
-    if not 0.0 <= alpha < 1.0:
-        raise ValueError(f"alpha must lie in [0, 1), got {alpha}")
+    check_alpha(alpha)
     r = teleport.unsqueeze(1) if teleport.dim() == 1 else teleport
     r = r if r.dtype == torch.float64 else r.float()
     n = r.size(0)

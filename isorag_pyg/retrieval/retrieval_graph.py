@@ -9,7 +9,7 @@ from isorag_pyg.utils.csr import rowptr_from_sorted_rows
 from isorag_pyg.utils.isoperimetric import clean_edge_index
 
 
-class GraphIndex:
+class RetrievalGraph:
     """Undirected, self-loop-free, coalesced graph in CSR form plus normalised embeddings.
 
     Besides the full CSR (``rowptr``, ``col``) it keeps every undirected edge once, stored at the
@@ -70,6 +70,11 @@ class GraphIndex:
         else:
             self.embeddings = torch.nn.functional.normalize(embeddings.float(), dim=-1).to(self.device)
         self.dim = self.embeddings.size(1)
+
+    def edge_ids(self, slot: Tensor) -> Tensor:
+        """Columns of ``edge_index`` of the upward edges ``slot`` (as a local graph's
+        ``edge_slot`` names them), then of their reverses."""
+        return torch.cat([self.up_edge_id[slot], self.up_reverse_id[slot]])
 
     def require_edge_weight(self) -> Tensor:
         """The edge weights, for a retriever asked to walk them."""

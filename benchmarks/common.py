@@ -1,0 +1,157 @@
+"""Everything the benchmark scripts share, in one module: configs, result files, timing, the
+profile-gap signal and the tuning grids. The scripts import only from here and the library."""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+from torchmetrics.functional.classification import binary_auroc
+
+from isorag_pyg.index.evaluation import EvaluationInputs
+from isorag_pyg.jobs.config import RETRIEVER_META, plain
+from isorag_pyg.retrieval import Queries, Retriever
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = str(REPO / "conf")
+# ISORAG_BENCH_RESULTS redirects the JSON (the smoke tests use it to keep benchmarks/results/ untouched)
+RESULTS = Path(os.environ.get("ISORAG_BENCH_RESULTS", REPO / "benchmarks" / "results"))
+DATA_DIR = os.environ.get("ISORAG_DATA_DIR", str(REPO.parent / "shared" / "datasets"))
+
+
+def eval_config(*overrides: str) -> DictConfig:
+    """The ``eval`` config with overrides (no hydra run directory: output goes to a temp dir)."""
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose("eval", overrides=[f"paths.output_dir={tempfile.mkdtemp(prefix='isorag-bench-')}",
+                                         f"++dataset.data_dir={DATA_DIR}", "encoder.show_progress=false",
+                                         "train_f_theta=true", *overrides])  # the scripts compare φ with and without f_θ's volumes
+    return cfg
+
+
+def add_override_argument(parser: argparse.ArgumentParser) -> None:
+    """``--override KEY=VALUE`` (repeatable): extra hydra overrides of the eval config, in ``args.override``."""
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra hydra override of the eval config (repeatable)")
+
+
+@cache
+def _retriever_base(name: str) -> dict[str, Any]:
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return plain(compose("eval", overrides=[f"retriever={name}", "paths.output_dir=."]).retriever)
+
+
+def retriever_config(name: str, **overrides: Any) -> dict[str, Any]:
+    """``conf/retriever/<name>.yaml`` (composed once per name) as a plain dict, with knobs
+    overridden or added (φ's ``p``, ``shell_floor``...)."""
+    return {**_retriever_base(name), **overrides}
+
+
+def make_retriever(inputs: EvaluationInputs, rcfg: dict[str, Any]) -> Retriever:
+    """The retriever a :func:`retriever_config` dict describes, over the evaluation's index."""
+    knobs = {k: v for k, v in rcfg.items() if k not in RETRIEVER_META}
+    return inputs.retriever(rcfg["kind"], rcfg.get("device", "auto"), **knobs)
+
+
+def machine() -> dict[str, Any]:
+    return {"cpu_count": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "python": platform.python_version()}
+
+
+def results_name(name: str) -> str:
+    """A JSON file name under ``RESULTS`` (an argparse ``type``: a path with folders is refused
+    when the script starts, not when it writes its results)."""
+    if Path(name).name != name or not name.endswith(".json"):
+        raise argparse.ArgumentTypeError(f"expected a file name ending in .json, written under {RESULTS} (got {name!r})")
+    return name
+
+
+def write_json(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / name
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
+    print(f"wrote {path}")
+    return path
+
+
+def best_rows(rows: list[dict[str, Any]], retriever: str = "iso") -> dict[str, dict[str, Any]]:
+    """Per dataset, the tune_iso.py row of ``retriever`` (real φ where φ applies) with the best
+    Recall@5 (the first such in grid order on ties)."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["retriever"] != retriever or row.get("phi_mode", "real") != "real":
+            continue
+        if row["dataset"] not in best or row["recall@5"] > best[row["dataset"]]["recall@5"]:
+            best[row["dataset"]] = row
+    return best
+
+
+# ---------------------------------------------------------------- timing
+def per_query_ms(fn, queries: Queries, repeats: int = 3) -> float:
+    """Median over ``repeats`` of one batched call, divided by the number of queries."""
+    fn(queries.slice(0, 1))  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(queries)
+        times.append(time.perf_counter() - start)
+    return 1000.0 * statistics.median(times) / len(queries)
+
+
+def single_query_ms(fn, queries: Queries, count: int) -> list[float]:
+    out = []
+    for i in range(min(count, len(queries))):
+        start = time.perf_counter()
+        fn(queries.slice(i, i + 1))
+        out.append(1000.0 * (time.perf_counter() - start))
+    return out
+
+
+# ---------------------------------------------------------------- the profile-gap signal
+def useful_edge_mask(edge_index: torch.Tensor, gold: list[set[int]], n: int) -> torch.Tensor:
+    keys = {u * n + v for g in gold for u in g for v in g if u != v}
+    flat = (edge_index[0] * n + edge_index[1]).tolist()
+    return torch.tensor([k in keys for k in flat])
+
+
+def profile_gap(log_phi: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    """|log φ_u − log φ_v| per edge; two empty shells (both −inf) count as equal profiles."""
+    gap = (log_phi[edges[0]] - log_phi[edges[1]]).abs()
+    return torch.where(torch.isnan(gap), torch.zeros_like(gap), gap)
+
+
+def gap_auroc(gap: torch.Tensor, useful: torch.Tensor) -> float:
+    """AUROC of −gap for useful against all other edges (nan when either class is empty)."""
+    if not 0 < int(useful.sum()) < useful.numel():
+        return float("nan")
+    score = torch.where(torch.isfinite(gap), -gap, torch.full_like(gap, -1e9))
+    return float(binary_auroc(score.float(), useful.long()))
+
+
+# ---------------------------------------------------------------- tuning grids
+# global PPR gets the same chance: its teleport probability and fusion weight, on the same questions
+PPR_GRID = {"alpha": [0.5, 0.7, 0.85], "lambda_graph": [1.0, 0.9]}
+# knobs that only shape φ: with uniform φ nothing is pruned, so their first value is enough
+PHI_KNOBS = ("beta", "p", "shell_floor")
+
+
+def settings(grid: dict[str, list]) -> list[dict[str, Any]]:
+    """Every grid point, the uniform-φ control only at the first value of the φ-only knobs."""
+    out = []
+    for values in itertools.product(*grid.values()):
+        setting = dict(zip(grid, values))
+        if setting.get("phi_mode", "real") != "real" and any(setting[k] != grid[k][0] for k in PHI_KNOBS if k in grid):
+            continue
+        if "lambda_graph" in setting:
+            setting["lambda_dense"] = round(1.0 - setting["lambda_graph"], 6)
+        out.append(setting)
+    return out

@@ -1,0 +1,62 @@
+"""Corpus intake: passages from files, folders or dicts, validated and merged, and the hash that
+identifies a corpus."""
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS, load_corpus, tokenizer_counter
+from isorag_pyg.datasets.formats import RawPassage
+from isorag_pyg.datasets.loader import build_corpus
+from isorag_pyg.datasets.types import MatchReport, Passage
+from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, resolve_model
+
+log = logging.getLogger(__name__)
+
+
+def read_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, encoder: str | None = DEFAULT_ENCODER) -> list[Passage]:
+    """Passages from a JSON / JSON-lines / CSV file, any dataset file, or a folder of
+    ``.txt`` / ``.md`` documents split at paragraphs into at most ``max_tokens`` tokens of
+    ``encoder``'s tokenizer (``None``: words). Skipped files are counted and logged."""
+    counter = tokenizer_counter(resolve_model(encoder)) if encoder is not None and Path(path).is_dir() else None
+    passages, _ = load_corpus(path, max_tokens, counter)
+    return passages
+
+
+def corpus_hash(passages: Iterable[Passage]) -> str:
+    """Identifies a corpus: its passages' ids, titles and texts, in order."""
+    digest = hashlib.sha256()
+    for p in passages:
+        for part in (p.id, p.title, p.text):
+            encoded = part.encode()
+            digest.update(len(encoded).to_bytes(8, "little"))
+            digest.update(encoded)
+    return digest.hexdigest()
+
+
+def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int = 0) -> list[Passage]:
+    """Passages from ``Passage`` objects or dicts with ``text`` (and ``title``, ``id``): empty texts
+    and conflicting ids are errors, identical (title, text) pairs are merged (and logged); without
+    ids, passages are numbered from ``id_offset``."""
+    if not passages:
+        raise ValueError("cannot build an index over no passages")
+    raw = []
+    for i, p in enumerate(passages):
+        if isinstance(p, Passage):
+            raw.append(RawPassage(p.id, p.title, p.text))
+            continue
+        if not isinstance(p, Mapping) or not isinstance(p.get("text"), str):
+            raise ValueError(f"passage {i}: expected a Passage or a dict with a 'text' string, got {p!r:.80}")  # noqa: TRY004 - bad input is ValueError here
+        pid = p.get("id")
+        raw.append(RawPassage(None if pid is None else str(pid), str(p.get("title") or "").strip(), " ".join(p["text"].split())))
+    for i, p in enumerate(raw):
+        if not p.text:
+            raise ValueError(f"passage {i} ({p.id or p.title!r}) has an empty text")
+    report = MatchReport()
+    corpus = build_corpus(raw, "passages", report, id_offset)
+    if report.duplicate_passages:
+        log.warning("%d duplicate passages (same title and text) merged", report.duplicate_passages)
+    return corpus

@@ -1,0 +1,131 @@
+"""The retrievers an index serves, by name: each name's knob dataclass and constructor.
+
+``iso`` is ISO-RAG; ``iso_uniform``, ``iso_shuffled`` and ``iso_random`` are its φ ablations
+(ISO-RAG's knobs with ``phi_mode`` fixed; they share ISO-RAG's stored knobs unless they have
+their own); ``dense``, ``bm25`` and ``ppr`` are the baselines.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from isorag_pyg.datasets.types import Passage
+from isorag_pyg.knobs import PHI_OVERRIDES, BM25Knobs, DenseKnobs, ISOKnobs, Knobs, PhiSpec, PPRKnobs
+from isorag_pyg.retrieval import (
+    ANNIndex,
+    BM25Retriever,
+    DenseRetriever,
+    GlobalPPRRetriever,
+    ISORetriever,
+    RetrievalGraph,
+    Retriever,
+)
+
+
+class RetrieverSource(Protocol):
+    """What the constructors read from an index."""
+
+    passages: Sequence[Passage]
+    phi: PhiSpec
+    log_phi: Tensor
+    ann: ANNIndex | None
+
+    def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph: ...
+
+    def log_phi_for(self, spec: PhiSpec) -> Tensor: ...
+
+
+Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"], Retriever]
+
+
+def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
+    log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
+    return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann)
+
+
+def _dense(source: RetrieverSource, knobs: DenseKnobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:
+    return DenseRetriever(source.retrieval_graph(device), knobs, ann=source.ann)
+
+
+def _ppr(source: RetrieverSource, knobs: PPRKnobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:
+    return GlobalPPRRetriever(source.retrieval_graph(device), knobs)
+
+
+def _bm25(source: RetrieverSource, knobs: BM25Knobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:
+    return BM25Retriever([p.content for p in source.passages], knobs)
+
+
+@dataclass(frozen=True)
+class RetrieverKind:
+    """A retriever name's knobs and constructor.
+
+    Attributes:
+        knobs: the knob dataclass.
+        make: ``make(source, knobs, phi_changes, device)``.
+        fixed: knobs this name fixes (an ablation's ``phi_mode``).
+        shares: the name whose stored knobs apply when this one has none stored.
+        phi_overrides: φ fields (:class:`~isorag_pyg.knobs.PhiSpec`) it may override for itself.
+        cached: built once per knobs (indexing the corpus costs; no device).
+    """
+
+    knobs: type[Knobs]
+    make: Make
+    fixed: dict[str, Any] = field(default_factory=dict)
+    shares: str | None = None
+    phi_overrides: tuple[str, ...] = ()
+    cached: bool = False
+
+
+def _ablation(mode: str) -> RetrieverKind:
+    return RetrieverKind(ISOKnobs, _iso, fixed={"phi_mode": mode}, shares="iso", phi_overrides=PHI_OVERRIDES)
+
+
+REGISTRY: dict[str, RetrieverKind] = {
+    "iso": RetrieverKind(ISOKnobs, _iso, phi_overrides=PHI_OVERRIDES),
+    **{f"iso_{mode}": _ablation(mode) for mode in ("uniform", "shuffled", "random")},
+    "dense": RetrieverKind(DenseKnobs, _dense),
+    "bm25": RetrieverKind(BM25Knobs, _bm25, cached=True),
+    "ppr": RetrieverKind(PPRKnobs, _ppr),
+}
+#: Retriever names an index serves: ISO-RAG, its φ ablations, and the baselines.
+RETRIEVERS = tuple(REGISTRY)
+
+
+def check_retriever_name(name: str) -> None:
+    """``ValueError`` unless ``name`` is one of :data:`RETRIEVERS`."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}")
+
+
+def resolve_knobs(name: str, stored: Mapping[str, Mapping[str, Any]], given: Mapping[str, Any]) -> tuple[Knobs, dict[str, float]]:
+    """``name``'s typed knobs (given over stored over the dataclass defaults) and its φ changes;
+    ``ValueError`` naming any unknown knob."""
+    check_retriever_name(name)
+    kind = REGISTRY[name]
+    own = stored.get(name, stored.get(kind.shares, {}) if kind.shares else {})
+    values = {**own, **given, **kind.fixed}
+    phi_changes = {key: float(values.pop(key)) for key in kind.phi_overrides if key in values}
+    allowed = [f.name for f in dataclasses.fields(kind.knobs)]
+    if unknown := sorted(set(values) - set(allowed)):
+        raise ValueError(f"unknown knob(s) {', '.join(unknown)} for retriever {name!r}; it takes {', '.join(allowed + list(kind.phi_overrides))}")
+    return kind.knobs(**values), phi_changes
+
+
+def make_retriever(source: RetrieverSource, name: str, stored: Mapping[str, Mapping[str, Any]], given: Mapping[str, Any],
+                   device: str | torch.device, cache: dict[tuple[str, Knobs], Retriever]) -> Retriever:
+    """The retriever ``name`` over ``source`` with :func:`resolve_knobs`'s knobs; kinds marked
+    ``cached`` are kept in ``cache``."""
+    knobs, phi_changes = resolve_knobs(name, stored, given)
+    kind = REGISTRY[name]
+    if kind.cached and (name, knobs) in cache:
+        return cache[name, knobs]
+    retriever = kind.make(source, knobs, phi_changes, device)
+    retriever.name = name
+    if kind.cached:
+        cache[name, knobs] = retriever
+    return retriever

@@ -1,0 +1,191 @@
+r"""Every tunable default in one place: frozen dataclasses for φ's recipe and each retriever.
+
+Retrievers take them, an index stores the ones a user set (:meth:`ISORAGIndex.set_knobs`); the ``retriever`` configs, the
+docs' knob table and the command's help are checked against them by one test. This module
+imports nothing from the package: every other layer may read it.
+
+``alpha`` is the probability of **following an edge** at each step of personalized PageRank
+(the damping factor of the PageRank paper and of :func:`~isorag_pyg.utils.ppr.personalized_pagerank`).
+PyG's :func:`torch_geometric.utils.get_ppr` uses the opposite convention: its ``alpha`` is
+the probability of **restarting**, i.e. ``1 - alpha`` here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+#: φ ablations: the real values, all equal (nothing pruned), real values permuted over the
+#: nodes, uniform random values.
+PHI_MODES = ("real", "uniform", "shuffled", "random")
+
+
+def check_beta(beta: float) -> None:
+    """``ValueError`` unless the filter's ratio threshold ``beta`` lies in ``(0, 1]``."""
+    if not (0.0 < beta <= 1.0) or math.isnan(beta):
+        raise ValueError(f"beta must lie in (0, 1], got {beta}")
+
+
+def check_alpha(alpha: float) -> None:
+    """``ValueError`` unless the PPR damping ``alpha`` (probability of following an edge) lies in ``[0, 1)``."""
+    if not 0.0 <= alpha < 1.0:
+        raise ValueError(f"alpha must lie in [0, 1), got {alpha}")
+
+
+class Knobs:
+    """Shared behaviour of the knob dataclasses: a validated copy with changes, plain dicts."""
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with some fields changed (validated again); ``ValueError`` names unknown ones."""
+        names = [f.name for f in dataclasses.fields(self)]
+        if unknown := sorted(set(changes) - set(names)):
+            raise ValueError(f"unknown knob(s) {', '.join(unknown)}; {type(self).__name__} takes {', '.join(names)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class PhiSpec(Knobs):
+    r"""The one recipe for :math:`\varphi` from ball coordinates, used by training, retrieval,
+    the index and :class:`~isorag_pyg.transforms.IsoperimetricFilter` alike.
+
+    The default ``p = 0`` (every volume 1: φ counts nodes, f_θ is not needed) was chosen with the
+    retrieval knobs on the training questions across clean and noisy graphs (the noise
+    benchmark): the learned hyperbolic volumes never beat node counts there. ``p > 0`` weighs
+    nodes by their volume in f_θ's ball, as the ISO-RAG paper does.
+
+    Args:
+        p: volume exponent, :math:`v(u) = \lambda_c(z_u)^p`; ``0`` makes every volume 1, so
+            :math:`\varphi` counts nodes and needs no coordinates. (default: ``0.0``)
+        eps: the :math:`\epsilon` added to :math:`V(S_u)`. (default: ``1e-8``)
+        shell_floor: added to :math:`V(\partial S_u)` in units of the volume of a node at the
+            origin (:math:`2^p`), so a node whose 2-hop shell is empty gets a small finite
+            :math:`\varphi` instead of 0; ``0`` is the plain definition. (default: ``8.0``)
+        curvature: the ball's curvature magnitude :math:`c` (f_θ is trained in this ball).
+            (default: ``1.0``)
+    """
+
+    p: float = 0.0
+    eps: float = 1e-8
+    shell_floor: float = 8.0
+    curvature: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.p) and self.p >= 0):
+            raise ValueError(f"the volume exponent p must be finite and >= 0, got {self.p}")
+        if not self.eps > 0:
+            raise ValueError(f"eps must be > 0, got {self.eps}")
+        if not (math.isfinite(self.shell_floor) and self.shell_floor >= 0):
+            raise ValueError(f"shell_floor must be finite and >= 0, got {self.shell_floor}")
+        if not (math.isfinite(self.curvature) and self.curvature > 0):
+            raise ValueError(f"curvature must be finite and > 0, got {self.curvature}")
+
+    @property
+    def needs_coordinates(self) -> bool:
+        """Whether :math:`\\varphi` depends on ball coordinates (``p > 0``)."""
+        return self.p != 0
+
+
+#: The φ fields a retriever may override for itself (the curvature is f_θ's ball's).
+PHI_OVERRIDES = ("p", "eps", "shell_floor")
+
+
+@dataclass(frozen=True)
+class ISOKnobs(Knobs):
+    """ISO-RAG's retrieval knobs (:class:`~isorag_pyg.retrieval.ISORetriever`).
+
+    The defaults were chosen on the TRAINING questions of the shared MuSiQue, HotpotQA and 2Wiki
+    files across clean and noisy graphs (the noise benchmark: best mean Recall@5 among the
+    settings within 0.5 points of uniform φ on every clean training graph), never on dev.
+    ``alpha`` (0.85) differs from global PPR's (0.5, :class:`PPRKnobs`): each was tuned for its
+    own retriever; a local graph of a few hundred nodes needs longer walks than the whole corpus.
+
+    Args:
+        num_seeds: m, seeds per query (top cosine).
+        over_retrieval: X, the dense pool is ``L = X * k``.
+        hops: the k-hop neighbourhood of the seeds joins the pool.
+        max_expansion: hub cap: new neighbours kept per hop and query (best dense score first).
+        beta: keep ``(u, v)`` iff ``min(φ_u, φ_v) / max(φ_u, φ_v) >= beta``.
+        phi_mode: ``"real"`` or an ablation of :data:`PHI_MODES`, seeded by ``seed``.
+        alpha: PPR's probability of following an edge (PyG's ``get_ppr`` calls ``1 - alpha`` alpha).
+        tau: teleport softmax temperature over the seeds' cosines.
+        lambda_graph, lambda_dense: fusion weights of ``minmax(PPR)`` and ``minmax(cosine)``.
+        tol, max_iter: PPR's L1 tolerance and iteration cap.
+        seed: for the ``shuffled`` and ``random`` ablations.
+        query_chunk: queries per batched call (``None``: as many as fit a 256 MiB score block, at most 1024).
+        edge_weights: the local PPR follows edges in proportion to the graph's edge weights.
+    """
+
+    num_seeds: int = 5
+    over_retrieval: float = 5.0
+    hops: int = 1
+    max_expansion: int = 100
+    beta: float = 0.2
+    phi_mode: str = "real"
+    alpha: float = 0.85
+    tau: float = 10.0
+    lambda_graph: float = 0.9
+    lambda_dense: float = 0.1
+    tol: float = 1e-6
+    max_iter: int = 50
+    seed: int = 0
+    query_chunk: int | None = None
+    edge_weights: bool = False
+
+    def __post_init__(self) -> None:
+        if self.num_seeds < 1 or self.hops < 0 or self.max_expansion < 0:
+            raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
+        if self.over_retrieval < 1:
+            raise ValueError(f"over_retrieval must be >= 1, got {self.over_retrieval}")
+        if self.lambda_graph < 0 or self.lambda_dense < 0 or self.lambda_graph + self.lambda_dense == 0:
+            raise ValueError("lambda_graph and lambda_dense must be >= 0 and not both 0")
+        check_beta(self.beta)
+        check_alpha(self.alpha)
+        if self.phi_mode not in PHI_MODES:
+            raise ValueError(f"phi mode must be one of {PHI_MODES}, got {self.phi_mode!r}")
+
+
+@dataclass(frozen=True)
+class PPRKnobs(Knobs):
+    """Global personalized PageRank's knobs (:class:`~isorag_pyg.retrieval.GlobalPPRRetriever`),
+    also the defaults of :func:`~isorag_pyg.utils.ppr.personalized_pagerank`.
+
+    Seeds and teleport as in :class:`ISOKnobs`; the default ranks by PPR alone
+    (``lambda_dense = 0``, ties broken by the dense score). ``alpha`` is 0.5, not ISO-RAG's
+    0.85: on the whole corpus graph a shorter walk stays nearer the seeds (tuned on the
+    training questions, as ISO-RAG's). ``alpha`` follows an edge (PyG's ``get_ppr``: ``1 - alpha``).
+    """
+
+    num_seeds: int = 5
+    alpha: float = 0.5
+    tau: float = 10.0
+    lambda_graph: float = 1.0
+    lambda_dense: float = 0.0
+    tol: float = 1e-6
+    max_iter: int = 50
+    query_chunk: int | None = None
+    edge_weights: bool = False
+
+    def __post_init__(self) -> None:
+        if self.num_seeds < 1:
+            raise ValueError(f"num_seeds must be >= 1, got {self.num_seeds}")
+        check_alpha(self.alpha)
+
+
+@dataclass(frozen=True)
+class DenseKnobs(Knobs):
+    """Flat dense retrieval's knobs: ``query_chunk`` as in :class:`ISOKnobs`."""
+
+    query_chunk: int | None = None
+
+
+@dataclass(frozen=True)
+class BM25Knobs(Knobs):
+    """BM25's knobs (bm25s): the stopword list and Okapi's ``k1`` and ``b``."""
+
+    stopwords: str = "en"
+    k1: float = 1.5
+    b: float = 0.75
