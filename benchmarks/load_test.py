@@ -1,10 +1,14 @@
 """Load test of ``isorag serve`` on the 2Wiki index: micro-batching on against off, in one run.
 
     python -m benchmarks.load_test [--index DIR] [--clients 1 16 128] [--requests 1024] [--level-seconds 120] [--server-threads N]
+        [--encoder-backend torch|onnx|onnx-int8|openvino] [--query-cache N]
 
 * The index: ``--index DIR`` if it holds one, else ``ISORAGIndex.build`` over the 2Wiki corpus
-  with the project's defaults (title-mention graph, f_θ 30 epochs, φ p = 1), saved to ``DIR``
-  (default: a temporary folder, removed at the end).
+  with the project's defaults (title-mention graph, f_θ 30 epochs, φ p = 1) and the encoder on
+  ``--encoder-backend`` (default: torch), saved to ``DIR`` (default: a temporary folder, removed
+  at the end). The servers embed questions on the index's backend.
+* The servers' query-embedding cache is off (``--query-cache 0``) unless asked for: the clients
+  cycle through 1,000 questions, so a cache would measure repeats, not encoding.
 * Two servers on 127.0.0.1 (free ports), started side by side: micro-batching on (the
   defaults: ``--batch-window-ms 2 --max-batch 128``) and off (``--no-batching``).
 * For each level of concurrent clients, each server is driven by that many asyncio clients
@@ -47,7 +51,7 @@ MODES = {"on": [], "off": ["--no-batching"]}
 ORDER = ("on", "off", "off", "on")
 
 
-def load_or_build_index(directory: Path, questions_only: bool) -> tuple[list[str], dict[str, Any]]:
+def load_or_build_index(directory: Path, questions_only: bool, backend: str = "torch") -> tuple[list[str], dict[str, Any]]:
     """The 2Wiki dev questions, and (building it first unless ``questions_only``) the index's summary."""
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.jobs import config as conf
@@ -56,13 +60,14 @@ def load_or_build_index(directory: Path, questions_only: bool) -> tuple[list[str
     eval_ds, _ = conf.split_datasets(cfg)
     if not questions_only:
         start = time.perf_counter()
-        index = ISORAGIndex.build(eval_ds.corpus, encoder=conf.encoder(cfg.encoder), graph=conf.graph_spec(cfg),
+        index = ISORAGIndex.build(eval_ds.corpus, encoder=conf.encoder(cfg.encoder, backend), graph=conf.graph_spec(cfg),
                                   f_theta=conf.f_theta_config(cfg), phi=conf.phi_spec(cfg), progress=False)
         index.save(directory)
         print(f"built the 2Wiki index in {time.perf_counter() - start:.0f} s: {index!r}", flush=True)
     info = ISORAGIndex.load(directory).info()
     return [q.text for q in eval_ds.questions], {"dir": str(directory), "counts": info["counts"], "graph": info["graph"]["builders"],
-                                                 "f_theta": info["f_theta"] is not None, "phi": info["phi"]}
+                                                 "f_theta": info["f_theta"] is not None, "phi": info["phi"],
+                                                 "encoder_backend": info["encoder"].get("backend", "torch")}
 
 
 class ServerProcess:
@@ -95,9 +100,10 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def servers(index_dir: Path, work: Path, window_ms: float, max_batch: int, threads: int | None) -> Iterator[dict[str, str]]:
+def servers(index_dir: Path, work: Path, window_ms: float, max_batch: int, threads: int | None, query_cache: int) -> Iterator[dict[str, str]]:
     """Both servers, started side by side; mode -> URL."""
-    batching = ["--batch-window-ms", str(window_ms), "--max-batch", str(max_batch)] + (["--threads", str(threads)] if threads else [])
+    batching = ["--batch-window-ms", str(window_ms), "--max-batch", str(max_batch), "--query-cache", str(query_cache)]
+    batching += ["--threads", str(threads)] if threads else []
     running = {mode: ServerProcess(index_dir, work / f"serve-{mode}.log", batching + args) for mode, args in MODES.items()}
     try:
         yield {mode: server.ready() for mode, server in running.items()}
@@ -190,6 +196,9 @@ def main() -> None:
     parser.add_argument("--batch-window-ms", type=float, default=2.0)
     parser.add_argument("--max-batch", type=int, default=128)
     parser.add_argument("--server-threads", type=int, default=None, help="the servers' --threads (default: theirs, one per core)")
+    parser.add_argument("--encoder-backend", choices=["torch", "onnx", "onnx-int8", "openvino"], default="torch",
+                        help="the encoder backend of an index built here (default: torch)")
+    parser.add_argument("--query-cache", type=int, default=0, help="the servers' --query-cache (default: 0, off)")
     args = parser.parse_args()
     if min(args.clients) < 1 or args.requests < 2 or args.level_seconds <= 0:
         parser.error("--clients and --level-seconds must be positive, --requests at least 2")
@@ -197,11 +206,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="isorag-load-") as tmp:
         work = Path(tmp)
         index_dir = args.index or work / "index"
-        questions, index_info = load_or_build_index(index_dir, questions_only=(index_dir / "manifest.json").is_file())
+        questions, index_info = load_or_build_index(index_dir, questions_only=(index_dir / "manifest.json").is_file(),
+                                                   backend=args.encoder_backend)
         load_before = os.getloadavg()
         print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} ({os.cpu_count()} cores)", flush=True)
         levels = []
-        with servers(index_dir, work, args.batch_window_ms, args.max_batch, args.server_threads) as urls:
+        with servers(index_dir, work, args.batch_window_ms, args.max_batch, args.server_threads, args.query_cache) as urls:
             for url in urls.values():
                 asyncio.run(drive(url, questions[::-1], min(16, args.warmup), args.warmup, args.level_seconds, args.k))
             for offset, clients in enumerate(args.clients):
@@ -226,7 +236,7 @@ def main() -> None:
     print("targets: " + ", ".join(f"{key}: {'met' if met else 'NOT met'}" for key, met in targets.items()))
     write_json("load_test.json", {
         "index": index_info, "k": args.k, "retriever": "iso", "requests_per_level": args.requests, "level_seconds": args.level_seconds,
-        "batching": {"batch_window_ms": args.batch_window_ms, "max_batch": args.max_batch}, "server_threads": args.server_threads,
+        "batching": {"batch_window_ms": args.batch_window_ms, "max_batch": args.max_batch}, "server_threads": args.server_threads, "query_cache": args.query_cache,
         "order": "per level: on, off, off, on, each with half the requests and half the time cap",
         "load_average_before": load_before, "load_average_after": load_after, "levels": levels, "targets": targets,
     })

@@ -20,7 +20,7 @@ from benchmarks.common import DATA_DIR, results_name, write_json
 from isorag_pyg.datasets.formats import read_corpus
 from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.qa.openie import OpenIEExtractor
-from isorag_pyg.qa.server import LlamaServer
+from isorag_pyg.qa.server import LlamaServer, ReaderSettings
 
 CORPORA = {"2wikimultihopqa": "2wikimultihopqa/corpus.json", "musique": "musique/train_corpus.json", "hotpotqa": "hotpotqa/train_corpus.json"}
 
@@ -36,7 +36,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     texts = [p.text for p in read_corpus(Path(DATA_DIR) / CORPORA[args.dataset])[:args.passages]]
-    with tempfile.TemporaryDirectory(prefix="openie-bench-") as cache, LlamaServer(packaged_gemma(), alias="gemma-3-270m", threads=args.threads) as server:
+    with tempfile.TemporaryDirectory(prefix="openie-bench-") as cache, LlamaServer(packaged_gemma(), alias="gemma-3-270m", settings=ReaderSettings(threads=args.threads)) as server:
         ie = OpenIEExtractor(server.base_url, server.model, cache_dir=cache, concurrency=1, max_tokens=args.max_tokens, max_bad_share=1.0)
         start = time.perf_counter()
         out = ie.extract(texts)

@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"tokens per passage when splitting documents (default: {DEFAULT_MAX_TOKENS})")
     build.add_argument("--ann", choices=["exact", "hnsw", "ivf"], default="exact",
                        help="dense candidates: scan every passage, or a FAISS hnsw / ivf index at its default parameters (default: exact)")
+    build.add_argument("--encoder-backend", default="torch", choices=["torch", "onnx", "onnx-int8", "openvino", "openai"],
+                       help="how passages and questions are embedded: sentence-transformers on torch, ONNX Runtime fp32 or int8, OpenVINO, "
+                            "or an OpenAI-compatible server (--encoder names its model; OPENAI_BASE_URL, OPENAI_API_KEY) (default: torch)")
     build.add_argument("--encode-devices", nargs="+", default=None, metavar="DEVICE",
                        help="encode in one process per device, e.g. cuda:0 cuda:1, or cpu cpu cpu cpu (default: one process)")
     build.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
@@ -110,26 +113,37 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-pending", type=int, default=defaults.max_pending,
                        help=f"queued questions beyond which requests get 503 (default: {defaults.max_pending})")
     serve.add_argument("--threads", type=int, default=None, help="torch threads for encoding and retrieval (default: one per core)")
+    serve.add_argument("--encoder-backend", default=None, choices=["torch", "onnx", "onnx-int8", "openvino"],
+                       help="embed questions on another backend with the same fingerprint (the fp32 ones: torch, onnx, openvino) "
+                            "(default: the index's)")
+    serve.add_argument("--query-cache", type=int, default=defaults.query_cache,
+                       help=f"question embeddings kept in an LRU cache; 0 turns it off (default: {defaults.query_cache})")
     serve.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
     return parser
 
 
 def _index(args: argparse.Namespace) -> list[str]:
-    from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, SentenceEncoder
+    from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
+    from isorag_pyg.encoders.spec import build_encoder
     from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.knobs import PhiSpec
 
-    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=args.encoder or DEFAULT_ENCODER)
+    if args.encoder_backend == "openai" and not args.encoder:
+        raise ValueError("--encoder-backend openai needs --encoder MODEL: the model name the server embeds with")
+    tokenizer = None if args.encoder_backend == "openai" else args.encoder or DEFAULT_ENCODER  # a server's tokenizer is not here: count words
+    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=tokenizer)
     if args.ray is not None and args.encode_devices:
         raise ValueError("--ray and --encode-devices are two ways to spread the encoding: choose one")
     if args.ray is not None:
+        if args.encoder_backend != "torch":
+            raise ValueError("--ray encodes with the torch backend: drop --encoder-backend")
         from isorag_pyg.scale import RayEncoder
 
         encoder = RayEncoder(args.encoder or DEFAULT_ENCODER, address=None if args.ray == "local" else args.ray, workers=args.ray_workers,
                              cpus_per_worker=args.ray_cpus, gpus_per_worker=args.ray_gpus)
     else:
-        encoder = SentenceEncoder(args.encoder or DEFAULT_ENCODER, show_progress=not args.quiet, devices=args.encode_devices)
+        encoder = build_encoder(args.encoder or DEFAULT_ENCODER, args.encoder_backend, show_progress=not args.quiet, devices=args.encode_devices)
     phi = PhiSpec(p=args.p, shell_floor=args.shell_floor)
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = None if args.graph == "auto" else {name: {} for name in args.graph.split("+") if name}
@@ -179,7 +193,8 @@ def _add(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.index import ISORAGIndex
 
     index = ISORAGIndex.load(args.index_dir)
-    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=index.encoder_spec["name"])
+    tokenizer = None if index.encoder_spec.get("backend") == "openai" else index.encoder_spec["name"]
+    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=tokenizer)
     report = index.add(passages, refit=_f_theta_config(args.epochs, args.seed, quiet=True) if args.refit else None)
     index.save(args.index_dir)
     return [f"{args.index_dir}: {report.summary()}; {len(index)} passages"]
@@ -221,12 +236,12 @@ def _serve(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.server.settings import ServerSettings
 
     limits = {"max_questions": args.max_questions, "max_k": args.max_k, "max_question_chars": args.max_question_chars,
-              "max_body_bytes": args.max_body_bytes, "max_pending": args.max_pending}
+              "max_body_bytes": args.max_body_bytes, "max_pending": args.max_pending, "query_cache": args.query_cache}
     if args.no_batching:
         settings = ServerSettings.unbatched(**limits)
     else:
         settings = ServerSettings(batch_window_ms=args.batch_window_ms, max_batch=args.max_batch, **limits)
-    serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify, threads=args.threads)
+    serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify, threads=args.threads, encoder_backend=args.encoder_backend)
     return []
 
 

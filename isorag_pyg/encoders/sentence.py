@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
+from tqdm.auto import tqdm
 
+from isorag_pyg.encoders.backends import Runner, backend_fingerprint, check_backend, exported_model, runner, tokenize
 from isorag_pyg.encoders.cache import EmbeddingCache, cache_key, default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class TextEncoder(Protocol):
 
     name: str
     fingerprint: str
+    backend: str
 
     def encode(self, texts: Sequence[str]) -> torch.Tensor: ...
 
@@ -74,6 +77,10 @@ class SentenceEncoder:
         devices: encode across several processes, one per entry (e.g. ``["cuda:0", "cuda:1"]``,
             or ``["cpu"] * 4``), with sentence-transformers' multi-process pool; the embeddings
             equal one process's (default: ``None``, one process on ``device``).
+        backend: ``"torch"``, or a faster CPU runtime: ``"onnx"``, ``"onnx-int8"``, ``"openvino"``
+            (see :mod:`isorag_pyg.encoders.backends`; exported once into ``<cache dir>/backends``,
+            the default cache directory when embeddings are not cached) (default: ``"torch"``).
+        threads: CPU threads of an ONNX / OpenVINO backend (default: torch's thread count).
     """
 
     def __init__(
@@ -84,9 +91,14 @@ class SentenceEncoder:
         cache_dir: str | Path | None = "default",
         show_progress: bool = True,
         devices: Sequence[str] | None = None,
+        backend: str = "torch",
+        threads: int | None = None,
     ):
         if devices is not None and len(devices) == 0:
             raise ValueError("devices must name at least one device, or be None")
+        check_backend(backend)
+        if backend != "torch" and devices is not None and len(devices) > 1:
+            raise ValueError(f"the {backend} backend runs in this process: several devices need backend='torch'")
         self.name = model
         self.model_path = resolve_model(model)
         if Path(self.model_path).is_dir():
@@ -97,15 +109,19 @@ class SentenceEncoder:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         directory = default_cache_dir() if cache_dir == "default" else cache_dir
         self.cache = EmbeddingCache(directory) if directory is not None else None
+        self.export_dir = Path(directory) if directory is not None else default_cache_dir()
         self.show_progress = show_progress
         self.devices = list(devices) if devices is not None and len(devices) > 1 else None
+        self.backend = backend
+        self.threads = threads
         self._model = None
+        self._runner: Runner | None = None
         self._fingerprint: str | None = None
 
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = model_fingerprint(self.model_path)
+            self._fingerprint = backend_fingerprint(model_fingerprint(self.model_path), self.backend)
         return self._fingerprint
 
     def _load(self):
@@ -116,9 +132,15 @@ class SentenceEncoder:
             self._model = SentenceTransformer(self.model_path, device=self.device)
         return self._model
 
+    def _load_runner(self) -> Runner:
+        if self._runner is None:
+            path = exported_model(self._load(), model_fingerprint(self.model_path), self.backend, self.export_dir)
+            self._runner = runner(path, self.backend, self.threads or torch.get_num_threads())
+        return self._runner
+
     @property
     def dim(self) -> int:
-        return int(self._load().get_sentence_embedding_dimension())
+        return int(self._load().get_embedding_dimension())
 
     def encode(self, texts: Sequence[str]) -> torch.Tensor:
         """Return a ``[len(texts), dim]`` float32 tensor of L2-normalised embeddings (on CPU)."""
@@ -128,6 +150,12 @@ class SentenceEncoder:
         key = cache_key(self.fingerprint, texts)
         if self.cache is not None and (hit := self.cache.load(key, len(texts))) is not None:
             return hit
+        emb = self._encode_torch(texts) if self.backend == "torch" else self._encode_exported(texts)
+        if self.cache is not None:
+            self.cache.save(key, emb)
+        return emb
+
+    def _encode_torch(self, texts: list[str]) -> torch.Tensor:
         emb = self._load().encode(
             texts,
             batch_size=self.batch_size,
@@ -136,7 +164,16 @@ class SentenceEncoder:
             show_progress_bar=self.show_progress and len(texts) > self.batch_size,
             **({"device": self.devices} if self.devices else {}),  # a list: the multi-process pool
         )
-        emb = emb.detach().float().cpu()
-        if self.cache is not None:
-            self.cache.save(key, emb)
-        return emb
+        return emb.detach().float().cpu()
+
+    def _encode_exported(self, texts: list[str]) -> torch.Tensor:
+        """Batches of texts of similar length (little padding) through the exported model."""
+        model, run = self._load(), self._load_runner()
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = torch.empty(len(texts), self.dim, dtype=torch.float32)
+        with tqdm(total=len(texts), desc="encoding", disable=not self.show_progress or len(texts) <= self.batch_size, leave=False) as bar:
+            for start in range(0, len(texts), self.batch_size):
+                rows = order[start:start + self.batch_size]
+                out[rows] = torch.from_numpy(run(tokenize(model, [texts[i] for i in rows]))).float()
+                bar.update(len(rows))
+        return torch.nn.functional.normalize(out, dim=1)

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 from isorag_pyg.datasets.types import Passage, QADataset, train_eval_overlap
 from isorag_pyg.encoders import SentenceEncoder, TextEncoder
 from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
+from isorag_pyg.encoders.spec import encoder_spec
 from isorag_pyg.graph import BUILDER_NAMES, EmptyGraphError, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.auto import auto_graph, describe_graph, graph_knobs
 from isorag_pyg.index import extractors  # noqa: F401  (registers the openie extractor)
@@ -105,6 +106,6 @@ def build_index(
     if statistics["leak"]:
         log.warning("LEAK: this graph is built from the evaluated questions' own contexts; its metrics are not held-out results")
     contents = IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, edges.get("knn"))
-    return {"contents": contents, "encoder": {"name": encoder.name, "fingerprint": encoder.fingerprint, "dim": int(x.size(1))},
+    return {"contents": contents, "encoder": encoder_spec(encoder, x.size(1)),
             "phi": phi, "graph_spec": spec, "f_theta": None if fitted is None else fitted.encoder,
             "f_theta_info": None if fitted is None else fitted.info, "ann": ann_index, "knobs": graph_knobs(spec)}

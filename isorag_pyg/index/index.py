@@ -17,7 +17,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from isorag_pyg.datasets.types import Passage
-from isorag_pyg.encoders import SentenceEncoder, TextEncoder
+from isorag_pyg.encoders import TextEncoder
+from isorag_pyg.encoders.spec import check_encoder, encoder_from_spec
 from isorag_pyg.index.answers import RetrievedPassage, explained, retrieved_passages
 from isorag_pyg.index.build import build_index
 from isorag_pyg.index.contents import IndexContents
@@ -197,19 +198,15 @@ class ISORAGIndex:
         """The encoder the passages were embedded with (loaded on first use, checked against the
         fingerprint recorded at build time)."""
         if self._encoder is None:
-            encoder = SentenceEncoder(self.encoder_spec["name"], cache_dir=None, show_progress=False)
-            self._check_encoder(encoder)
+            encoder = encoder_from_spec(self.encoder_spec, cache_dir=None, show_progress=False)
+            check_encoder(self.encoder_spec, encoder)
             self._encoder = encoder
         return self._encoder
 
     @encoder.setter
     def encoder(self, encoder: TextEncoder) -> None:
+        check_encoder(self.encoder_spec, encoder)
         self._encoder = encoder
-
-    def _check_encoder(self, encoder: TextEncoder) -> None:
-        if encoder.fingerprint != self.encoder_spec["fingerprint"]:
-            raise ValueError(f"the encoder {self.encoder_spec['name']!r} differs from the one this index was built with "
-                             "(fingerprint mismatch): rebuild the index, or set index.encoder to a matching SentenceEncoder")
 
     # ----------------------------------------------------------------------------- retrieval
     def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph:
@@ -280,8 +277,8 @@ class ISORAGIndex:
         to one in the index is skipped (counted)."""
 
         def encode(texts: list[str]) -> Tensor:
-            model = encoder or SentenceEncoder(self.encoder_spec["name"], show_progress=False)
-            self._check_encoder(model)
+            model = encoder or encoder_from_spec(self.encoder_spec, show_progress=False)
+            check_encoder(self.encoder_spec, model)
             return model.encode(texts)
 
         contents, ann, report = added(self._updatable(), passages, encode)

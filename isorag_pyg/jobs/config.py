@@ -11,7 +11,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from isorag_pyg.datasets import QADataset, generate_synthetic_dataset, load_qa_dataset
 from isorag_pyg.datasets.download import download_hipporag_files
-from isorag_pyg.encoders import SentenceEncoder
+from isorag_pyg.encoders import TextEncoder
+from isorag_pyg.encoders.spec import build_encoder
 from isorag_pyg.qa.generators import Generator, OpenAIChatGenerator, TransformersGenerator
 from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.training.config import FThetaConfig
@@ -69,9 +70,15 @@ def split_datasets(cfg: DictConfig) -> tuple[QADataset, QADataset | None]:
     return eval_ds, train_ds
 
 
-def encoder(cfg: DictConfig) -> SentenceEncoder:
-    return SentenceEncoder(cfg.model, batch_size=cfg.batch_size, device=str(device_of(cfg.get("device"))),
-                           cache_dir=cfg.get("cache_dir", "default"), show_progress=cfg.get("show_progress", True))
+def encoder(cfg: DictConfig, backend: str | None = None) -> TextEncoder:
+    """The configured encoder (``encoder.backend``, or ``backend`` when given): a
+    sentence-transformers model, or with ``openai`` a model of an OpenAI-compatible server."""
+    backend = backend or cfg.get("backend", "torch")
+    if backend == "openai":
+        return build_encoder(cfg.model, "openai", base_url=cfg.get("base_url"), dim=cfg.get("dim"), batch_size=cfg.batch_size,
+                             concurrency=cfg.get("concurrency", 4), cache_dir=cfg.get("cache_dir", "default"))
+    return build_encoder(cfg.model, backend, batch_size=cfg.batch_size, device=str(device_of(cfg.get("device"))),
+                         cache_dir=cfg.get("cache_dir", "default"), show_progress=cfg.get("show_progress", True))
 
 
 def graph_spec(cfg: DictConfig) -> dict[str, dict[str, Any]]:

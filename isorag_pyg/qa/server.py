@@ -101,11 +101,13 @@ class LlamaServer:
     :meth:`timings` reads llama.cpp's prompt and generation times of every completion so far."""
 
     def __init__(self, model_path: str | Path, alias: str = "local-gguf", n_ctx: int = 4096, settings: ReaderSettings = ReaderSettings(),
-                 startup_timeout: float = 120.0, log_path: str | Path | None = None):
+                 startup_timeout: float = 120.0, log_path: str | Path | None = None,
+                 embedding: bool = False):
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
             raise ServerError(f"no GGUF file at {self.model_path}")
         self.model, self.n_ctx, self.settings, self.startup_timeout = alias, n_ctx, settings, startup_timeout
+        self.embedding = embedding  # serve /v1/embeddings (the model's pooled hidden states) instead of completions
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
         self.port = 0
         self.process: subprocess.Popen | None = None
@@ -121,7 +123,7 @@ class LlamaServer:
             raise ServerError("llama-cpp-python[server] is not installed (.ci/run builds and caches its wheel)") from err
         self.port = free_port()
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.model,
-               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx), *self.settings.args()]
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx), *self.settings.args()] + (["--embedding", "true"] if self.embedding else [])
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + self.startup_timeout

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isorag_pyg.encoders.query_cache import LRUQueryEncoder
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
 from isorag_pyg.index.answers import answer_json
 from isorag_pyg.index.registry import check_retriever_name
@@ -139,6 +140,8 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings()) 
     """The server over a loaded index. The app owns a :class:`RetrievalEngine`
     (``app.state.engine``, counters in ``/health``) and a :class:`MicroBatcher` feeding it,
     started and stopped with the app's lifespan."""
+    if settings.query_cache:
+        index.encoder = LRUQueryEncoder(index.encoder, settings.query_cache)
     engine = RetrievalEngine(index)
     batcher: MicroBatcher[RetrievalRequest, Hits] = MicroBatcher(engine.run, settings.batch_window_ms / 1000, settings.max_batch,
                                                                  settings.max_pending)

@@ -29,9 +29,10 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, settings: ServerSettings = ServerSettings(),
-          verify: bool = True, threads: int | None = None) -> None:
+          verify: bool = True, threads: int | None = None, encoder_backend: str | None = None) -> None:
     """Serve the index in ``index_dir`` over HTTP until interrupted, with ``threads`` torch
-    threads for encoding and retrieval (default: torch's, one per core). Prints
+    threads for encoding and retrieval (default: torch's, one per core), questions embedded on
+    ``encoder_backend`` (default: the index's; another must have the same fingerprint). Prints
     ``isorag serve: listening on http://HOST:PORT ...`` to stderr once the model is loaded."""
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
@@ -46,6 +47,10 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
         if threads is not None:
             torch.set_num_threads(threads)
         index = ISORAGIndex.load(index_dir, verify=verify)
+        if encoder_backend is not None:
+            from isorag_pyg.encoders.spec import encoder_from_spec
+
+            index.encoder = encoder_from_spec(index.encoder_spec, encoder_backend, cache_dir=None, show_progress=False)
         app = create_app(index, settings)
         app.state.engine.warm_up()
         sock.listen(BACKLOG)  # from here on, connections wait for uvicorn instead of being refused
@@ -54,7 +59,7 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
         batching = (f"micro-batching: window {settings.batch_window_ms:g} ms, max {settings.max_batch} questions"
                     if settings.batching else "micro-batching off")
         print(f"isorag serve: listening on http://{url_host}:{bound_port} ({len(index)} passages; {batching}; "
-              f"{torch.get_num_threads()} torch threads)", file=sys.stderr, flush=True)
+              f"{torch.get_num_threads()} torch threads; encoder backend {getattr(index.encoder, 'backend', 'torch')})", file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", backlog=BACKLOG,
                                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
         uvicorn.Server(config).run(sockets=[sock])

@@ -21,6 +21,8 @@ class ServerSettings:
         max_question_chars: characters per question.
         max_body_bytes: request body size; larger bodies get 413 before they are read.
         max_pending: questions waiting for the worker; beyond it requests get 503 (overload).
+        query_cache: question embeddings kept in an LRU cache (a repeated question is not
+            encoded again); ``0`` turns the cache off.
     """
 
     batch_window_ms: float = 2.0
@@ -30,6 +32,7 @@ class ServerSettings:
     max_question_chars: int = 2000
     max_body_bytes: int = 1 << 20
     max_pending: int = 4096
+    query_cache: int = 4096
 
     def __post_init__(self) -> None:
         if not 0 <= self.batch_window_ms <= 1000:
@@ -38,6 +41,8 @@ class ServerSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.query_cache, bool) or not isinstance(self.query_cache, int) or self.query_cache < 0:
+            raise ValueError(f"query_cache must be a non-negative integer, got {self.query_cache!r}")
         if self.max_pending < self.max_questions:
             raise ValueError(f"max_pending ({self.max_pending}) must be at least max_questions ({self.max_questions})")
 

@@ -1,0 +1,165 @@
+"""Faster CPU runtimes for a sentence-transformers model: ONNX Runtime (fp32, or int8 by dynamic
+quantisation) and OpenVINO, exported locally from the model's own weights (no network) and cached
+under ``<cache dir>/backends/``.
+
+The whole sentence-transformers pipeline (transformer, pooling, normalisation) is exported as one
+graph, so a backend gives the same ``[batch, dim]`` embeddings as ``SentenceTransformer.encode``;
+tokenisation stays with the model's own tokenizer. optimum (what ``SentenceTransformer(...,
+backend="onnx")`` needs) pins transformers < 4.58 and optimum-intel pulls another torch, so the
+export uses ``torch.onnx`` and ONNX Runtime's own optimiser and quantiser instead.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+#: Encoder backends: sentence-transformers on torch, ONNX Runtime in fp32 or int8, OpenVINO (fp32).
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
+#: The runtime package each backend imports, and the extra that installs it.
+_PACKAGES = {"onnx": ("onnxruntime", "onnx"), "onnx-int8": ("onnxruntime", "onnx"), "openvino": ("openvino", "openvino")}
+#: Tokenizer outputs the exported graph takes, in this order (those the tokenizer gives).
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+Runner = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+class MissingBackendError(ImportError):
+    """The runtime of an encoder backend is not installed."""
+
+
+def check_backend(backend: str) -> None:
+    """``ValueError`` unless ``backend`` is one of :data:`BACKENDS`; :class:`MissingBackendError`
+    (one line naming the extra to install) when its runtime package is missing."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown encoder backend {backend!r}; choose from {', '.join(BACKENDS)}")
+    if backend in _PACKAGES:
+        package, extra = _PACKAGES[backend]
+        if importlib.util.find_spec(package) is None:
+            raise MissingBackendError(f"the {backend} encoder backend needs {package}: pip install 'isorag_pyg[{extra}]'")
+
+
+def backend_fingerprint(model_fingerprint: str, backend: str) -> str:
+    """The fingerprint of a model run on ``backend``. The fp32 backends give the same embeddings
+    (cosine > 0.99999 to torch's, measured in benchmarks/encoder_backends.py) and share the
+    model's own fingerprint, so an index built with one may be queried with another; int8 changes
+    the vectors, so ``onnx-int8`` has a fingerprint of its own and is never mixed with fp32."""
+    return f"{model_fingerprint}+onnx-int8-dynamic" if backend == "onnx-int8" else model_fingerprint
+
+
+def exported_model(model: SentenceTransformer, model_fingerprint: str, backend: str, cache_dir: Path) -> Path:
+    """The ONNX file of ``model`` for ``backend`` (OpenVINO reads the fp32 one), exported once
+    per model fingerprint into ``cache_dir / "backends"`` (written atomically)."""
+    variant = "int8" if backend == "onnx-int8" else "fp32"
+    directory = cache_dir / "backends" / model_fingerprint.replace(":", "-")[:48]
+    path = directory / f"model-{variant}.onnx"
+    if path.is_file():
+        return path
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=directory, prefix=".export-"))
+    try:
+        log.info("exporting the encoder to ONNX (%s) into %s", variant, directory)
+        _export(model, tmp / "model.onnx")
+        _optimize(model, tmp / "model.onnx", tmp / "fused.onnx")
+        if variant == "int8":
+            _quantize(tmp / "fused.onnx", tmp / "final.onnx")
+        else:
+            os.replace(tmp / "fused.onnx", tmp / "final.onnx")
+        os.replace(tmp / "final.onnx", path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def _export(model: SentenceTransformer, path: Path) -> None:
+    """``torch.onnx`` export of the whole pipeline with dynamic batch and sequence axes."""
+    sample = tokenize(model, ["an example sentence", "a second, somewhat longer example sentence"])
+    names = list(sample)
+
+    class Pipeline(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            return self.model(dict(zip(names, inputs)))["sentence_embedding"]
+
+    attention = _set_attention(model, "eager")  # eager attention exports to the pattern ONNX Runtime fuses
+    try:
+        with torch.no_grad():
+            torch.onnx.export(Pipeline().eval(), tuple(torch.from_numpy(sample[n]) for n in names), str(path), dynamo=False,
+                              input_names=names, output_names=["sentence_embedding"], opset_version=17,
+                              dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, "sentence_embedding": {0: "batch"}})
+    finally:
+        _set_attention(model, attention)
+
+
+def _set_attention(model: SentenceTransformer, implementation: str | None) -> str | None:
+    """Set the transformer's attention implementation; the previous one."""
+    config = getattr(model[0].auto_model, "config", None)
+    previous = getattr(config, "_attn_implementation", None)
+    if config is not None and implementation is not None:
+        config._attn_implementation = implementation
+    return previous
+
+
+def _optimize(model: SentenceTransformer, source: Path, target: Path) -> None:
+    """ONNX Runtime's transformer optimiser (fused attention, layer norms, GELU) for BERT-like
+    models; any other model is kept as exported."""
+    config = model[0].auto_model.config
+    heads, hidden = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        optimize_model(str(source), model_type="bert", num_heads=heads or 0, hidden_size=hidden or 0).save_model_to_file(str(target))
+    except Exception as err:  # noqa: BLE001 - an architecture the optimiser does not know: the plain export runs too
+        log.warning("ONNX Runtime's optimiser could not fuse this model (%s); using the plain export", err)
+        shutil.copyfile(source, target)
+
+
+def _quantize(source: Path, target: Path) -> None:
+    """Dynamic int8 quantisation: int8 weights per channel, activations quantised on the fly."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+
+def tokenize(model: SentenceTransformer, texts: list[str]) -> dict[str, np.ndarray]:
+    """The model's tokenizer outputs as int64 arrays (padded to the longest, truncated at
+    ``max_seq_length``)."""
+    features = model.tokenizer(texts, padding=True, truncation=True, max_length=model.max_seq_length, return_tensors="np")
+    return {name: features[name].astype(np.int64, copy=False) for name in _INPUTS if name in features}
+
+
+def runner(path: Path, backend: str, threads: int) -> Runner:
+    """A function from tokenizer outputs to embeddings, on ``threads`` CPU threads."""
+    if backend == "openvino":
+        import openvino
+
+        compiled = openvino.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
+                                                                    "PERFORMANCE_HINT": "LATENCY"})
+        request = compiled.create_infer_request()
+        return lambda features: request.infer(features)[0].copy()
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep: cores are shared with the server
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    return lambda features: session.run(None, {k: v for k, v in features.items() if k in names})[0]

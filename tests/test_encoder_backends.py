@@ -1,0 +1,119 @@
+"""Encoder backends (onnx, onnx-int8, openvino) exported from the packaged MiniLM, the query LRU
+cache, and what an index records and enforces about them."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from isorag_pyg.cli import main
+from isorag_pyg.encoders import SentenceEncoder
+from isorag_pyg.encoders.backends import MissingBackendError, check_backend
+from isorag_pyg.encoders.query_cache import LRUQueryEncoder
+from isorag_pyg.index import ISORAGIndex
+from isorag_pyg.utils.isoperimetric import PhiSpec
+
+TEXTS = ["Paris is the capital of France.", "Dijon is a city in France known for mustard. " * 6, "Mustard?"]
+PASSAGES = [{"title": "Paris", "text": "Paris is the capital of France."},
+            {"title": "Dijon", "text": "Dijon is a city in France known for mustard."},
+            {"title": "Lyon", "text": "Lyon lies where the Rhône meets the Saône."}]
+
+
+@pytest.fixture(scope="module")
+def torch_embeddings() -> torch.Tensor:
+    return SentenceEncoder(cache_dir=None, show_progress=False).encode(TEXTS)
+
+
+@pytest.mark.slow
+@pytest.mark.encoder
+@pytest.mark.parametrize("backend", ["onnx", "openvino"])
+def test_fp32_backends_give_torchs_embeddings_and_share_its_fingerprint(backend, torch_embeddings):
+    encoder = SentenceEncoder(cache_dir=None, show_progress=False, backend=backend, batch_size=2)
+    emb = encoder.encode(TEXTS)
+    assert emb.shape == torch_embeddings.shape and emb.dtype == torch.float32
+    assert (emb * torch_embeddings).sum(1).min() > 0.99999
+    assert encoder.fingerprint == SentenceEncoder(cache_dir=None).fingerprint
+
+
+@pytest.mark.slow
+@pytest.mark.encoder
+def test_int8_is_close_to_torch_but_has_a_fingerprint_of_its_own(torch_embeddings):
+    encoder = SentenceEncoder(cache_dir=None, show_progress=False, backend="onnx-int8")
+    emb = encoder.encode(TEXTS)
+    cosine = (emb * torch_embeddings).sum(1)
+    assert cosine.min() > 0.97 and cosine.min() < 0.99999  # quantised: close, not equal
+    assert torch.allclose(emb.norm(dim=1), torch.ones(len(TEXTS)), atol=1e-5)
+    assert encoder.fingerprint.startswith(SentenceEncoder(cache_dir=None).fingerprint) and encoder.fingerprint.endswith("int8-dynamic")
+
+
+@pytest.mark.slow
+@pytest.mark.encoder
+def test_cli_index_records_the_backend_and_an_int8_index_refuses_fp32_questions(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(p) + "\n" for p in PASSAGES))
+    assert main(["index", str(corpus), str(tmp_path / "index"), "--encoder-backend", "onnx-int8", "--quiet"]) == 0
+    manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+    assert manifest["encoder"]["backend"] == "onnx-int8" and manifest["encoder"]["fingerprint"].endswith("int8-dynamic")
+    index = ISORAGIndex.load(tmp_path / "index")
+    assert index.encoder.backend == "onnx-int8"
+    assert index.retrieve(["Which city is known for mustard?"], k=1, retriever="dense")[0][0].title == "Dijon"
+    with pytest.raises(ValueError, match="onnx-int8 backend; fingerprint mismatch"):
+        index.encoder = SentenceEncoder(cache_dir=None, backend="onnx")
+    capsys.readouterr()
+    assert main(["serve", str(tmp_path / "index"), "--port", "0", "--encoder-backend", "torch"]) == 1
+    assert "fingerprint mismatch" in capsys.readouterr().err
+
+
+def test_a_torch_index_may_be_queried_on_another_fp32_backend():
+    index = ISORAGIndex.build(PASSAGES, encoder=SentenceEncoder(show_progress=False), f_theta=None, phi=PhiSpec(p=0), progress=False)
+    assert index.encoder_spec["backend"] == "torch"
+    index.encoder = SentenceEncoder(cache_dir=None, backend="openvino")  # accepted: same fingerprint (nothing is loaded yet)
+    with pytest.raises(ValueError, match="fingerprint mismatch"):
+        index.encoder = SentenceEncoder(cache_dir=None, backend="onnx-int8")
+
+
+def test_unknown_and_missing_backends_are_one_line_naming_the_extra(monkeypatch):
+    with pytest.raises(ValueError, match="unknown encoder backend 'tensorrt'; choose from torch, onnx, onnx-int8, openvino"):
+        SentenceEncoder(backend="tensorrt")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("onnxruntime", "openvino") else real(name, *a))
+    with pytest.raises(MissingBackendError, match=r"^the onnx-int8 encoder backend needs onnxruntime: pip install 'isorag_pyg\[onnx\]'$"):
+        check_backend("onnx-int8")
+    with pytest.raises(MissingBackendError, match=r"pip install 'isorag_pyg\[openvino\]'$"):
+        SentenceEncoder(backend="openvino")
+
+
+class CountingEncoder:
+    name, fingerprint, backend = "counting", "fp", "torch"
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts):
+        self.calls.append(list(texts))
+        return torch.stack([torch.full((4,), float(len(t))) for t in texts])
+
+
+def test_the_query_cache_encodes_each_missing_question_once_and_forgets_the_least_recent():
+    inner = CountingEncoder()
+    cached = LRUQueryEncoder(inner, size=2)
+    first = cached.encode(["aa", "b", "aa"])
+    assert inner.calls == [["aa", "b"]] and torch.equal(first, inner.encode(["aa", "b", "aa"]))
+    inner.calls.clear()
+    cached.encode(["b", "ccc"])  # "aa" is now the least recent and is dropped
+    cached.encode(["aa", "b"])
+    assert inner.calls == [["ccc"], ["aa"]] and (cached.hits, cached.misses) == (3, 4)
+    assert (cached.name, cached.fingerprint, cached.backend) == ("counting", "fp", "torch")
+
+
+def test_the_servers_query_cache_size_is_checked_and_wraps_the_index_encoder():
+    from isorag_pyg.server import ServerSettings, create_app
+
+    with pytest.raises(ValueError, match="query_cache must be a non-negative integer"):
+        ServerSettings(query_cache=-1)
+    index = ISORAGIndex.build(PASSAGES, encoder=CountingEncoder(), f_theta=None, phi=PhiSpec(p=0), progress=False)
+    index.encoder = CountingEncoder()
+    create_app(index, ServerSettings(query_cache=8))
+    assert isinstance(index.encoder, LRUQueryEncoder) and index.encoder.size == 8
