@@ -192,7 +192,7 @@ def test_an_index_built_with_hnsw_saves_loads_and_answers_identically(exact_inde
 
 
 def test_bad_ann_arguments_fail_before_encoding(monkeypatch):
-    monkeypatch.setattr("isorag_pyg.index.index.SentenceEncoder", lambda *a, **k: pytest.fail("encoded"))
+    monkeypatch.setattr("isorag_pyg.index.build.SentenceEncoder", lambda *a, **k: pytest.fail("encoded"))
     for ann, params, match in [("flat", None, "unknown ann 'flat'"), ("ivf", {"nlist": 1000}, "exceeds the 62 passages"),
                                ("hnsw", {"ef": 3}, "unknown ann_params ef")]:
         with pytest.raises(ValueError, match=match):
