@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     build = commands.add_parser("index", help="build an index of a corpus and save it")
     build.add_argument("corpus", help="a .jsonl/.json/.csv file of passages, a dataset file, or a folder of .txt/.md documents")
     build.add_argument("out_dir", help="where to save the index (an existing index there is replaced atomically)")
-    build.add_argument("--graph", default="title_mention", help="graph builders, '+'-separated: title_mention, knn (default: title_mention)")
+    build.add_argument("--graph", default="auto", help="graph builders, '+'-separated: title_mention, entity_graph, adjacent, knn, ... "
+                       "(default: auto, chosen by what the corpus supports)")
     build.add_argument("--encoder", default=None, help="sentence-transformers name or path (default: the bundled all-MiniLM-L6-v2)")
     build.add_argument("--epochs", type=int, default=epochs, help=f"f_θ training epochs (default: {epochs})")
     build.add_argument("--p", type=float, default=PhiSpec.p,
@@ -124,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
 def _index(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
     from isorag_pyg.encoders.spec import build_encoder
+    from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.knobs import PhiSpec
 
@@ -144,10 +146,10 @@ def _index(args: argparse.Namespace) -> list[str]:
         encoder = build_encoder(args.encoder or DEFAULT_ENCODER, args.encoder_backend, show_progress=not args.quiet, devices=args.encode_devices)
     phi = PhiSpec(p=args.p, shell_floor=args.shell_floor)
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
-    graph = {name: {} for name in args.graph.split("+") if name}
+    graph = None if args.graph == "auto" else {name: {} for name in args.graph.split("+") if name}
     index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann)
     index.save(args.out_dir)
-    return [f"{args.out_dir}: {index!r}"]
+    return [f"{args.out_dir}: {index!r}", *describe_graph(index.statistics)]
 
 
 def _query(args: argparse.Namespace) -> list[str]:
@@ -220,9 +222,12 @@ def _tune(args: argparse.Namespace) -> list[str]:
 
 
 def _info(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
 
     info: dict[str, Any] = ISORAGIndex.load(args.index_dir, verify=not args.no_verify).info()
+    for line in describe_graph(info["graph"]["statistics"]):  # in words, beside the manifest on stdout
+        print(line, file=sys.stderr)
     return [json.dumps(info, indent=2, ensure_ascii=False)]
 
 

@@ -1,6 +1,7 @@
 """An index directory on disk, saved and loaded side by side: a JSON manifest with a checksum of
 every file, written atomically, beside ``passages.jsonl``, ``tensors.safetensors`` and, with f_θ,
-``f_theta.safetensors``, with an ANN index ``ann.safetensors``.
+``f_theta.safetensors``, with an ANN index ``ann.safetensors``, with an entity graph
+``entities.json`` (its entity nodes' names, rows after the passages).
 
 Nothing here unpickles: tensors are safetensors, passages JSON lines, the manifest JSON, so
 opening an index from an untrusted source never executes code. The checksums detect corrupt,
@@ -24,6 +25,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 from torch_geometric.data import Data
 
+from isorag_pyg.graph.entity_graph import attach_entity_nodes
 from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.passages import PassageStore, write_passages
 from isorag_pyg.knobs import PhiSpec
@@ -36,6 +38,7 @@ from isorag_pyg.version import __version__
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 TENSORS, PASSAGES, F_THETA, ANN = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors", "ann.safetensors"
+ENTITIES = "entities.json"
 
 
 class IndexFormatError(ValueError):
@@ -195,8 +198,8 @@ def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpe
         "phi": dataclasses.asdict(phi),
         "knobs": knobs,
         "ann": ann_info(ann),
-        "counts": {"passages": len(contents.passages), "edges": int(contents.graph.edge_index.size(1)),
-                   "dim": int(contents.embeddings.size(1))},
+        "counts": {"passages": len(contents.passages), "entities": len(getattr(contents.graph, "entity_names", [])),
+                   "edges": int(contents.graph.edge_index.size(1)), "dim": int(contents.embeddings.size(1))},
         "corpus_hash": contents.corpus_hash,
     }
 
@@ -224,6 +227,8 @@ def save_index(directory: str | Path, **fields: Any) -> Path:
             save_file({k: v.contiguous() for k, v in f_theta.state_dict().items()}, tmp / F_THETA)
         if ann is not None:
             ann.save(tmp / ANN)
+        if names := getattr(graph, "entity_names", []):
+            (tmp / ENTITIES).write_text(json.dumps(names, ensure_ascii=False))
         return index_manifest(**{**fields, "ann": ann})
 
     return write_index_dir(directory, write)
@@ -247,15 +252,17 @@ def _read_files(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     tensors = _load_tensors(directory / TENSORS)
     counts = manifest["counts"]
     n, dim = int(counts["passages"]), int(counts["dim"])
-    expected = {"embeddings": (n, dim), "passage_offsets": (n + 1,), "log_phi": (n,), "edge_index": (2, int(counts["edges"]))}
+    num_nodes = n + int(counts.get("entities", 0))  # an entity graph's entity nodes follow the passages
+    expected = {"embeddings": (n, dim), "passage_offsets": (n + 1,), "log_phi": (num_nodes,), "edge_index": (2, int(counts["edges"]))}
     for key, shape in expected.items():
         if key not in tensors or tuple(tensors[key].shape) != shape:
             raise IndexFormatError(directory / TENSORS, f"'{key}' missing or not of shape {shape}")
     edge_index = tensors["edge_index"]
-    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
-        raise IndexFormatError(directory / TENSORS, "edge_index refers to passages that do not exist")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise IndexFormatError(directory / TENSORS, "edge_index refers to entity nodes or passages that do not exist")
     graph = Data(x=tensors["embeddings"], edge_index=edge_index, edge_weight=tensors["edge_weight"],
                  edge_source=tensors["edge_source"], num_nodes=n)
+    attach_entity_nodes(graph, json.loads((directory / ENTITIES).read_text()) if num_nodes > n else [])
     phi = PhiSpec(**manifest["phi"])
     f_theta, info = None, manifest.get("f_theta")
     if info is not None:
@@ -263,8 +270,8 @@ def _read_files(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         f_theta = PoincareEncoder(arch["in_dim"], arch["out_dim"], arch["hidden_dim"], phi.curvature)
         f_theta.load_state_dict(_load_tensors(directory / F_THETA))
         f_theta.eval()
-        if "z" not in tensors or tuple(tensors["z"].shape) != (n, arch["out_dim"]):
-            raise IndexFormatError(directory / TENSORS, f"'z' missing or not of shape {(n, arch['out_dim'])}")
+        if "z" not in tensors or tuple(tensors["z"].shape) != (num_nodes, arch["out_dim"]):
+            raise IndexFormatError(directory / TENSORS, f"'z' missing or not of shape {(num_nodes, arch['out_dim'])}")
     ann = manifest.get("ann", ann_info(None))
     stored_ann = None
     if ann["kind"] != "exact":
