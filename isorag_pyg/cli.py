@@ -35,6 +35,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS  # light: no torch
+    from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S  # light: standard library only
     from isorag_pyg.knobs import PhiSpec  # light: dataclasses only
     from isorag_pyg.server.settings import ServerSettings
     from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig
@@ -46,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     build = commands.add_parser("index", help="build an index of a corpus and save it")
     build.add_argument("corpus", help="a .jsonl/.json/.csv file of passages, a dataset file, or a folder of .txt/.md documents")
     build.add_argument("out_dir", help="where to save the index (an existing index there is replaced atomically)")
-    build.add_argument("--graph", default="title_mention", help="graph builders, '+'-separated: title_mention, knn (default: title_mention)")
+    build.add_argument("--graph", default="auto", help="graph builders, '+'-separated: title_mention, entity_graph, adjacent, knn, ... "
+                       "(default: auto, chosen by what the corpus supports)")
     build.add_argument("--encoder", default=None, help="sentence-transformers name or path (default: the bundled all-MiniLM-L6-v2)")
     build.add_argument("--epochs", type=int, default=epochs, help=f"f_θ training epochs (default: {epochs})")
     build.add_argument("--p", type=float, default=PhiSpec.p,
@@ -90,8 +92,6 @@ def _parser() -> argparse.ArgumentParser:
     remove = commands.add_parser("remove", help="remove passages from an index by id (saved atomically)")
     remove.add_argument("index_dir")
     remove.add_argument("ids", nargs="+", help="passage ids")
-    for writer in (build, add, remove):
-        _lock_timeout_option(writer)
 
     tune = commands.add_parser("tune", help="tune ISO-RAG's knobs on questions with gold passages; store them if they win held out")
     tune.add_argument("index_dir")
@@ -99,7 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--grid", nargs="+", default=None, metavar="KNOB=V1,V2", help="the search grid (default: beta, alpha, hops)")
     tune.add_argument("--folds", type=int, default=2, help="cross-validation folds (default: 2)")
     tune.add_argument("--dry-run", action="store_true", help="report, but do not store the knobs")
-    _lock_timeout_option(tune)
+    for writer in (build, add, remove, tune):
+        writer.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S,
+                            help=f"seconds to wait for another writer of the index to finish (default: {DEFAULT_LOCK_TIMEOUT_S:g})")
 
     info = commands.add_parser("info", help="show an index's manifest and graph statistics")
     info.add_argument("index_dir")
@@ -139,16 +141,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _lock_timeout_option(command: argparse.ArgumentParser) -> None:
-    from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S
-
-    command.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S,
-                         help=f"seconds to wait for another writer of the index to finish (default: {DEFAULT_LOCK_TIMEOUT_S:g})")
-
-
 def _index(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
     from isorag_pyg.encoders.spec import build_encoder
+    from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.knobs import PhiSpec
 
@@ -169,10 +165,10 @@ def _index(args: argparse.Namespace) -> list[str]:
         encoder = build_encoder(args.encoder or DEFAULT_ENCODER, args.encoder_backend, show_progress=not args.quiet, devices=args.encode_devices)
     phi = PhiSpec(p=args.p, shell_floor=args.shell_floor)
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
-    graph = {name: {} for name in args.graph.split("+") if name}
+    graph = None if args.graph == "auto" else {name: {} for name in args.graph.split("+") if name}
     index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann)
     index.save(args.out_dir, lock_timeout=args.lock_timeout)
-    return [f"{args.out_dir}: {index!r}"]
+    return [f"{args.out_dir}: {index!r}", *describe_graph(index.statistics)]
 
 
 def _query(args: argparse.Namespace) -> list[str]:
@@ -253,9 +249,12 @@ def _tune(args: argparse.Namespace) -> list[str]:
 
 
 def _info(args: argparse.Namespace) -> list[str]:
+    from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
 
     info: dict[str, Any] = ISORAGIndex.load(args.index_dir, verify=not args.no_verify).info()
+    for line in describe_graph(info["graph"]["statistics"]):  # in words, beside the manifest on stdout
+        print(line, file=sys.stderr)
     return [json.dumps(info, indent=2, ensure_ascii=False)]
 
 

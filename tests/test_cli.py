@@ -33,6 +33,8 @@ def built(tmp_path_factory) -> Path:
     done = isorag("index", str(root / "docs"), str(root / "index"), "--epochs", "2", "--p", "1", "--ann", "hnsw", "--quiet")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "4 passages" in done.stdout and "[INFO]" not in done.stdout and "Traceback" not in done.stderr
+    # the automatic graph: titles quoted in other files, and the entities they share; its statistics in words
+    assert "graph (title_mention+entity_graph): 4 passages + " in done.stdout and "largest hubs: " in done.stdout
     return root / "index"
 
 
@@ -59,6 +61,7 @@ def test_info_shows_manifest_and_statistics(built):
     assert done.returncode == 0, done.stderr[-2000:]
     info = json.loads(done.stdout)
     assert info["counts"]["passages"] == 4 and info["graph"]["statistics"]["edges"] >= 3
+    assert "of passages isolated" in done.stderr and info["graph"]["statistics"]["largest_hubs"]
     assert info["f_theta"]["config"]["trainer"]["max_epochs"] == 2 and info["phi"]["p"] == 1.0
     assert info["ann"]["kind"] == "hnsw" and info["ann"]["params"]["M"] > 0
 

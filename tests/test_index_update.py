@@ -14,6 +14,7 @@ from isorag_pyg.datasets import generate_synthetic_dataset
 WORLD = generate_synthetic_dataset(num_entities=60, num_hubs=2, hub_size=15, num_questions=6)
 CORPUS = WORLD.corpus  # 62 passages with title mentions and hubs
 GRAPH = {"title_mention": {}, "knn": {"k": 3}}
+TITLES = {"title_mention": {}}  # a passage graph, whose updates recompute φ only around the change
 F_THETA = FThetaConfig(trainer={"max_epochs": 1, "enable_progress_bar": False, "enable_model_summary": False})
 
 
@@ -71,13 +72,13 @@ def test_updates_survive_save_and_load(base, tmp_path):
 def test_phi_is_recomputed_only_around_the_change():
     names = ["Alvorn", "Brelith", "Corvane", "Dunmere", "Estrove"]
     chain = [{"id": n, "title": n, "text": f"{n} is next to {m}."} for n, m in itertools.pairwise(names)]  # Alvorn - ... - Estrove
-    index = ISORAGIndex.build(chain + [{"id": "Estrove", "title": "Estrove", "text": "Estrove is the last."}], f_theta=None,
-                              phi=PhiSpec(p=0.0), progress=False)
+    index = ISORAGIndex.build(chain + [{"id": "Estrove", "title": "Estrove", "text": "Estrove is the last."}], graph=TITLES,
+                              f_theta=None, phi=PhiSpec(p=0.0), progress=False)
     report = index.add([{"id": "lonely", "title": "Zyxwvut", "text": "An unrelated note."}])
     assert (report.edges_added, report.phi_recomputed) == (0, 1)  # no edge: only its own φ
     report = index.add([{"id": "Fallow", "title": "Fallow", "text": "Fallow lies beyond Estrove."}])
     assert (report.edges_added, report.phi_recomputed) == (1, 3)  # the new edge's ends and Estrove's neighbour Dunmere
-    assert_same_as_rebuild(index, graph=None)
+    assert_same_as_rebuild(index, graph=TITLES)
 
 
 def test_bad_updates_are_clear_errors(base, tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from fake_llm_server import FakeLLM
 
+from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.graph.extraction import EntityExtractor, Extraction
 from isorag_pyg.qa.openie import OpenIEError, OpenIEExtractor, parse_entities, parse_triples
 from isorag_pyg.qa.server import LlamaServer
@@ -170,6 +171,23 @@ def test_slow_endpoint_is_a_clear_error_and_keeps_what_arrived(tmp_path):
 def test_bad_share_outside_zero_one_is_refused(tmp_path):
     with pytest.raises(ValueError, match="max_bad_share"):
         OpenIEExtractor("http://127.0.0.1:1/v1", "fake", cache_dir=tmp_path, max_bad_share=1.5)
+
+
+def test_entity_graph_builder_takes_openie_by_name_and_updates_ask_only_for_new_passages(tmp_path):
+    with FakeLLM(answers=scripted_answers(PASSAGES), key=openie_key) as server:
+        args = {"base_url": server.base_url, "model": "fake", "cache_dir": str(tmp_path), "backoff": 0.01}
+        graph = {"entity_graph": {"extractor": "openie", "extractor_args": args}}
+        index = ISORAGIndex.build([{"id": str(i), "title": "", "text": t} for i, t in enumerate(PASSAGES[:6])], graph=graph,
+                                  f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+        index.add([{"id": str(i), "title": "", "text": t} for i, t in enumerate(PASSAGES[6:], 6)])
+        assert all(n == 1 for n in server.completions.values()) and len(server.completions) == 2 * len(PASSAGES)
+    names = index.graph.entity_names  # a town or a year is in one passage only: no node
+    assert sorted(names) == ["Region0", "Region1", "Region2", "roads"]
+    node = {name: len(index) + i for i, name in enumerate(names)}
+    src, dst = index.graph.edge_index
+    assert sorted(src[dst == node["Region0"]].tolist()) == [0, 3, 6, node["roads"]]  # mentions, and the triple (Region0, has, roads)
+    hits = index.retrieve(["Which town lies in Region0?"], k=5, retriever="iso")[0]
+    assert len(hits) == 5 and {h.id for h in hits} <= {str(i) for i in range(len(PASSAGES))}  # passages only are ranked
 
 
 @pytest.mark.slow

@@ -7,14 +7,16 @@ from torch_geometric.llm import RAGQueryLoader
 
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import generate_synthetic_dataset
+from isorag_pyg.index.answers import node_records
 from isorag_pyg.index.pyg_rag import rag_components
 
 SMALL = {"num_entities": 60, "num_hubs": 2, "hub_size": 15, "num_questions": 8}
 
 
-@pytest.fixture(scope="module")
-def index() -> ISORAGIndex:
-    return ISORAGIndex.build(generate_synthetic_dataset(**SMALL).corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+@pytest.fixture(scope="module", params=[{"title_mention": {}}, None], ids=["title_mention", "auto"])
+def index(request) -> ISORAGIndex:
+    """A passage graph, and the automatic one (title mentions plus the entity graph's entity nodes)."""
+    return ISORAGIndex.build(generate_synthetic_dataset(**SMALL).corpus, graph=request.param, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
 
 
 @pytest.mark.parametrize("knobs", [{}, {"beta": 0.4, "hops": 2, "max_expansion": 5}, {"phi_mode": "shuffled", "beta": 0.7}])
@@ -25,7 +27,8 @@ def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
     for question in generate_synthetic_dataset(**SMALL).questions:
         data = loader.query(question.text)
         assert data.num_nodes == len(data.passage_id) == data.node_idx.numel() == data.ppr.numel() == data.score.numel()
-        assert data.passage_id == [index.passages[i].id for i in data.node_idx.tolist()]
+        assert data.passage_id == [record[0] for record in node_records(index.passages, getattr(index.graph, "entity_names", []), data.node_idx.tolist())]
+        assert data.node_type.tolist() == [int(i >= len(index)) for i in data.node_idx.tolist()]
         assert torch.allclose(data.ppr.sum(), torch.tensor(1.0), atol=1e-4)  # a distribution over the local graph
         # the kept edges are corpus edges (edge_idx names them) between local nodes that pass the isoperimetric test
         assert torch.equal(index.graph.edge_index[:, data.edge_idx], data.node_idx[data.edge_index])
@@ -36,7 +39,10 @@ def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
         top = data.node_idx[data.score.argsort(descending=True, stable=True)[:5]]
         expected = [hit.id for hit in index.retrieve([question.text], k=5, **knobs)[0]]
         assert [index.passages[i].id for i in top.tolist()] == expected
-    assert (removed > 0) == ("beta" in knobs)  # at the default β = 0.01 this small graph loses no edge
+    if index.graph.num_nodes == len(index):  # at the default β this small passage graph loses no edge
+        assert (removed > 0) == ("beta" in knobs)
+    else:  # the entity graph's hubs differ from the passages around them
+        assert removed > 0
 
 
 def test_loader_config_sets_k_and_misuse_is_clear(index):

@@ -90,7 +90,8 @@ def ranked(answer: dict[str, Any]) -> list[str]:
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory) -> Path:
     corpus = generate_synthetic_dataset(**SMALL).corpus
-    index = ISORAGIndex.build(corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    # a passage graph (title mentions), as before the automatic default: the k-dependence test below is about its pool
+    index = ISORAGIndex.build(corpus, graph={"title_mention": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
     return index.save(tmp_path_factory.mktemp("server") / "index")
 
 

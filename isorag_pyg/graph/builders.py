@@ -212,3 +212,20 @@ def entity_comention(
     edge_index, w = coalesce(pairs, entity_weight[cols_t[position]], num_nodes=n, reduce="sum")
     w = torch.ones(w.numel()) if weighting == "none" else w.float()
     return edge_index, w
+
+
+_CHUNK_ID = re.compile(r"^(?P<document>.+)#(?P<chunk>\d+)$")
+
+
+def chunk_position(passage_id: str) -> tuple[str, int] | None:
+    """(document, chunk number) of a folder reader's ``path#n`` id, else ``None``."""
+    match = _CHUNK_ID.match(passage_id)
+    return (match["document"], int(match["chunk"])) if match else None
+
+
+def adjacent(corpus: list[Passage]) -> torch.Tensor:
+    """Edge between consecutive chunks ``path#n`` and ``path#n+1`` of one document (the ids of
+    :func:`~isorag_pyg.datasets.corpus_files.load_corpus`'s folder reader); other ids link nothing."""
+    row_of = {position: row for row, p in enumerate(corpus) if (position := chunk_position(p.id)) is not None}
+    pairs = [(row, nxt) for (document, chunk), row in row_of.items() if (nxt := row_of.get((document, chunk + 1))) is not None]
+    return _as_edge_index(sorted(pairs))

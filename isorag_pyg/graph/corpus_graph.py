@@ -12,13 +12,15 @@ from torch_geometric.utils import coalesce, degree, remove_self_loops, to_undire
 
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.graph import builders
+from isorag_pyg.graph.entity_graph import entity_embeddings, entity_graph
 from isorag_pyg.graph.noise import noise_edges
 
 log = logging.getLogger(__name__)
 
 #: Builders whose edges come from the evaluated questions themselves.
 LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
-BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "noise")
+BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "entity_graph", "adjacent",
+                 "noise")
 
 #: A builder's output: directed pairs, or pairs and their weights (a weighted builder).
 BuilderEdges = Tensor | tuple[Tensor, Tensor]
@@ -27,11 +29,15 @@ BuilderEdges = Tensor | tuple[Tensor, Tensor]
 class GraphEdges(dict):
     """Builder name -> edges (what :func:`run_builders` returns), plus ``records``: builder name ->
     what it did beyond its edges (the noise builder's resolved counts and seed), which
-    :func:`build_corpus_graph` keeps on the graph and :func:`graph_statistics` reports."""
+    :func:`build_corpus_graph` keeps on the graph and :func:`graph_statistics` reports; and
+    ``entity_names``: the entity nodes the ``entity_graph`` builder appended after the passages
+    (node ``N + i`` is ``entity_names[i]``)."""
 
-    def __init__(self, *args: Any, records: Mapping[str, Mapping[str, Any]] | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, records: Mapping[str, Mapping[str, Any]] | None = None,
+                 entity_names: list[str] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.records: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (records or {}).items()}
+        self.entity_names: list[str] = list(entity_names or [])
 
 
 def _edge_index_of(edges: BuilderEdges) -> Tensor:
@@ -83,6 +89,13 @@ def run_builders(
             edges[name] = builders.knn(x, **kwargs)
         elif name == "entity_comention":
             edges[name] = builders.entity_comention(corpus, **kwargs)
+        elif name == "entity_graph":
+            graph = entity_graph([p.text for p in corpus], **kwargs)
+            edges[name], edges.entity_names = graph.edge_index, graph.names
+            edges.records[name] = {"entities": len(graph.names), "mentions": graph.mentions.size(1),
+                                   "relations": graph.relations.size(1), "passages_without_entities": graph.passages_without_entities}
+        elif name == "adjacent":
+            edges[name] = builders.adjacent(corpus)
         elif name == "noise":
             continue
         else:
@@ -103,12 +116,18 @@ def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[st
     counted once); ``edge_source`` is a bitmask over ``data.builders`` (bit ``i`` for builder
     ``i``). ``edges`` values are ``[2, E]`` pairs or ``(pairs, [E] weights)``; the ``records`` of
     a :class:`GraphEdges` are kept as ``data.builder_records``.
+
+    Entity nodes (``edges.entity_names``) follow the passages as rows ``N..N+E-1``: their ``x``
+    is the mean of their passages' (:func:`~isorag_pyg.graph.entity_graph.entity_embeddings`),
+    ``data.node_type`` is 0 for passages and 1 for entities, ``data.num_passages`` is ``N``.
     """
-    n = len(corpus)
-    if n == 0:
+    num_passages = len(corpus)
+    if num_passages == 0:
         raise ValueError("cannot build a graph over an empty corpus")
-    if x.dim() != 2 or x.size(0) != n:
-        raise ValueError(f"x must be [num_passages={n}, dim], got {tuple(x.shape)}")
+    if x.dim() != 2 or x.size(0) != num_passages:
+        raise ValueError(f"x must be [num_passages={num_passages}, dim], got {tuple(x.shape)}")
+    entity_names = list(getattr(edges, "entity_names", []))
+    n = num_passages + len(entity_names)
     names = list(edges)
     parts, masks, weights = [], [], []
     for bit, name in enumerate(names):
@@ -128,7 +147,13 @@ def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[st
     weight = torch.cat(weights) if weights else torch.empty(0)
     edge_index, (weight, source) = coalesce(edge_index, [weight, source], num_nodes=n, reduce="sum")
     leak = any(name in LEAKY_BUILDERS for name in names)
+    if entity_names:
+        mentions = edge_index[:, (edge_index[0] < num_passages) & (edge_index[1] >= num_passages)]
+        x = torch.cat([x.float(), entity_embeddings(x, mentions, len(entity_names))])
     data = Data(x=x, edge_index=edge_index, edge_weight=weight, edge_source=source, num_nodes=n)
+    data.node_type = (torch.arange(n) >= num_passages).long()
+    data.num_passages = num_passages
+    data.entity_names = entity_names
     data.passage_id = [p.id for p in corpus]
     data.builders = names
     data.leak = leak
@@ -156,4 +181,39 @@ def graph_statistics(data: Data) -> dict[str, Any]:
         stats[f"edge_share_{name}"] = float(has.float().mean()) if num_directed else 0.0
     for name, record in getattr(data, "builder_records", {}).items():
         stats.update({f"{name}_{key}": value for key, value in record.items()})
+    num_passages = int(getattr(data, "num_passages", n) or n)
+    stats["passages"], stats["entities"] = num_passages, n - num_passages
+    stats["isolated_passage_share"] = float((deg[:num_passages] == 0).float().mean()) if num_passages else 0.0
+    stats["largest_hubs"] = largest_hubs(data, deg)
     return stats
+
+
+def node_names(data: Data) -> list[str]:
+    """Every node's name: a passage's id, an entity node's name."""
+    return [*getattr(data, "passage_id", map(str, range(int(getattr(data, "num_passages", data.num_nodes))))),
+            *getattr(data, "entity_names", [])]
+
+
+def named_edge_difference(old: Data, new: Data) -> tuple[int, int]:
+    """Undirected edges of ``new`` not in ``old`` and of ``old`` not in ``new``, matched by node
+    names (passage id, entity name): an update renumbers entity nodes."""
+    old_keys, new_keys = _named_edges(old), _named_edges(new)
+    return len(new_keys - old_keys), len(old_keys - new_keys)
+
+
+def _named_edges(data: Data) -> set[tuple[tuple[bool, str], tuple[bool, str]]]:
+    """A graph's undirected edges as pairs of (is an entity node, name)."""
+    num_passages = int(getattr(data, "num_passages", data.num_nodes) or data.num_nodes)
+    names = [(i >= num_passages, name) for i, name in enumerate(node_names(data))]
+    src, dst = data.edge_index
+    once = src < dst
+    return {(names[u], names[v]) for u, v in zip(src[once].tolist(), dst[once].tolist())}
+
+
+def largest_hubs(data: Data, deg: Tensor, count: int = 5) -> list[list[Any]]:
+    """The ``count`` nodes of highest degree, as ``[name, degree]``."""
+    if not data.num_nodes or not int(deg.max()):
+        return []
+    names = node_names(data)
+    top = deg.topk(min(count, data.num_nodes))
+    return [[names[i], int(d)] for i, d in zip(top.indices.tolist(), top.values.tolist()) if d > 0]

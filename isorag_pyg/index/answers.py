@@ -4,7 +4,7 @@ and ISO-RAG's explained trace."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,16 +40,33 @@ def answer_json(question: str, hits: Sequence[RetrievedPassage]) -> dict[str, An
     return {"question": question, "results": [hit.to_dict() for hit in hits]}
 
 
-def explained(trace: dict[str, Any], passages: Sequence[Passage], question: str, png_path: str | Path | None = None) -> dict[str, Any]:
-    """An ISO-RAG trace (corpus rows) with passages by id; with ``png_path``, the case-study
-    picture of the question's local graph is drawn there."""
-    rows = set(trace["candidates"])
-    titles = {r: passages[r].title for r in rows}
+def node_records(passages: Sequence[Passage], entity_names: Sequence[str], rows: Iterable[int]) -> list[tuple[str, str, str]]:
+    """(id, title, text) of graph nodes: a passage's own for rows ``< len(passages)``, else the
+    entity node's (``"entity:<name>"``, name, ``""``) of an entity graph."""
+    n = len(passages)
+    out = []
+    for r in rows:
+        if r < n:
+            p = passages[r]
+            out.append((p.id, p.title, p.text))
+        else:
+            out.append((f"entity:{entity_names[r - n]}", entity_names[r - n], ""))
+    return out
+
+
+def explained(trace: dict[str, Any], passages: Sequence[Passage], question: str, png_path: str | Path | None = None,
+              entity_names: Sequence[str] = ()) -> dict[str, Any]:
+    """An ISO-RAG trace (graph rows) with nodes by id (:func:`node_records`: an entity graph's
+    entity nodes as ``entity:<name>``); with ``png_path``, the case-study picture of the
+    question's local graph is drawn there."""
+    rows = sorted(set(trace["candidates"]))
+    named = dict(zip(rows, node_records(passages, entity_names, rows)))
+    titles = {r: title for r, (_, title, _) in named.items()}
     if png_path is not None:
         from isorag_pyg.evaluation.case_study import plot_case_study  # matplotlib: only to draw
 
         plot_case_study(trace, set(), titles, question, png_path)
-    ids = {r: passages[r].id for r in rows}
+    ids = {r: pid for r, (pid, _, _) in named.items()}
     return {
         "question": question,
         "seeds": [ids[r] for r in trace["seeds"]],

@@ -14,6 +14,8 @@ from isorag_pyg.encoders import SentenceEncoder, TextEncoder
 from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
 from isorag_pyg.encoders.spec import encoder_spec
 from isorag_pyg.graph import BUILDER_NAMES, EmptyGraphError, build_corpus_graph, graph_statistics, run_builders
+from isorag_pyg.graph.auto import auto_graph, describe_graph, graph_knobs
+from isorag_pyg.index import extractors  # noqa: F401  (registers the openie extractor)
 from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.corpus import as_passages, corpus_hash
 from isorag_pyg.index.f_theta import adopt_f_theta, train_f_theta
@@ -26,10 +28,6 @@ from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
 log = logging.getLogger(__name__)
 
-#: The graph an index gets when none is named: title mentions, leak-free.
-DEFAULT_GRAPH: dict[str, dict[str, Any]] = {"title_mention": {}}
-
-
 def resolve_f_theta(f_theta: FThetaConfig | PoincareEncoder | None | str, phi: PhiSpec) -> FThetaConfig | PoincareEncoder | None:
     """``"auto"``: the default training when ``phi`` needs coordinates, else none; the rest as given."""
     if isinstance(f_theta, str):
@@ -41,9 +39,10 @@ def resolve_f_theta(f_theta: FThetaConfig | PoincareEncoder | None | str, phi: P
     return f_theta
 
 
-def graph_spec_of(graph: Mapping[str, Mapping[str, Any] | None] | None) -> dict[str, dict[str, Any]]:
-    """Builder name -> arguments, checked (default: :data:`DEFAULT_GRAPH`)."""
-    spec = {name: dict(kwargs or {}) for name, kwargs in (graph if graph is not None else DEFAULT_GRAPH).items()}
+def graph_spec_of(graph: Mapping[str, Mapping[str, Any] | None] | None, corpus: list[Passage]) -> dict[str, dict[str, Any]]:
+    """Builder name -> arguments, checked (default: chosen by what ``corpus`` supports,
+    :func:`~isorag_pyg.graph.auto.auto_graph`)."""
+    spec = {name: dict(kwargs or {}) for name, kwargs in (graph if graph is not None else auto_graph(corpus)).items()}
     if unknown := [name for name in spec if name not in BUILDER_NAMES]:
         raise ValueError(f"unknown graph builder {unknown[0]!r}; choose from {', '.join(BUILDER_NAMES)}")
     return spec
@@ -69,7 +68,7 @@ def build_index(
     corpus = as_passages(passages)
     f_theta = resolve_f_theta(f_theta, phi)
     resolve_params(ann, ann_params, len(corpus))
-    spec = graph_spec_of(graph)
+    spec = graph_spec_of(graph, corpus)
     with tqdm(total=3 + (f_theta is not None) + (ann != "exact"), desc="index", disable=not progress, leave=False) as stages:
         stages.set_postfix_str("encoding passages")
         encoder = SentenceEncoder(encoder, show_progress=progress) if isinstance(encoder, str) else encoder
@@ -87,14 +86,14 @@ def build_index(
         stages.update()
         fitted = None
         if isinstance(f_theta, PoincareEncoder):
-            fitted = adopt_f_theta(f_theta, x, phi.curvature)
+            fitted = adopt_f_theta(f_theta, data.x, phi.curvature)  # an entity graph's entity nodes too
         elif f_theta is not None:
             stages.set_postfix_str("training f_θ")
             fitted = train_f_theta(data, f_theta, phi.curvature, work_dir, logger, ckpt_path)
             stages.update()
         stages.set_postfix_str("φ")
         z = None if fitted is None else fitted.z
-        log_phi = log_phi_from_ball(data.edge_index, z, phi, num_nodes=len(corpus))
+        log_phi = log_phi_from_ball(data.edge_index, z, phi, num_nodes=data.num_nodes)
         stages.update()
         ann_index = None
         if ann != "exact":
@@ -102,9 +101,11 @@ def build_index(
             ann_index = ANNIndex.build(x, ann, ann_params)
             stages.update()
     statistics = {**graph_statistics(data), "builders": list(data.builders)}
+    for line in describe_graph(statistics):  # a warning when most passages are isolated is logged as one
+        log.info(line)
     if statistics["leak"]:
         log.warning("LEAK: this graph is built from the evaluated questions' own contexts; its metrics are not held-out results")
     contents = IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, edges.get("knn"))
     return {"contents": contents, "encoder": encoder_spec(encoder, x.size(1)),
             "phi": phi, "graph_spec": spec, "f_theta": None if fitted is None else fitted.encoder,
-            "f_theta_info": None if fitted is None else fitted.info, "ann": ann_index}
+            "f_theta_info": None if fitted is None else fitted.info, "ann": ann_index, "knobs": graph_knobs(spec)}

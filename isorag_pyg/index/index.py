@@ -165,7 +165,7 @@ class ISORAGIndex:
     def use_f_theta(self, encoder: PoincareEncoder) -> None:
         """Use an f_θ trained elsewhere (e.g. another index's): coordinates from its forward pass
         (φ is recomputed by :meth:`set_phi`)."""
-        self._take_f_theta(adopt_f_theta(encoder, self.embeddings, self.phi.curvature))
+        self._take_f_theta(adopt_f_theta(encoder, self.graph.x, self.phi.curvature))  # an entity graph's entities too
 
     def set_phi(self, spec: PhiSpec) -> None:
         """Recompute and keep φ under ``spec`` (the φ that retrieval uses and :meth:`save` writes)."""
@@ -176,7 +176,7 @@ class ISORAGIndex:
         """φ under another recipe (e.g. ``p = 0`` as a control), from the stored coordinates."""
         if spec not in self._phi_variants or spec.curvature != self.phi.curvature:
             check_phi_spec(spec, self.phi.curvature, self.z)
-            self._phi_variants[spec] = log_phi_from_ball(self.graph.edge_index, self.z, spec, num_nodes=len(self))
+            self._phi_variants[spec] = log_phi_from_ball(self.graph.edge_index, self.z, spec, num_nodes=self.graph.num_nodes)
         return self._phi_variants[spec]
 
     def set_ann(self, kind: str, params: Mapping[str, int] | None = None) -> None:
@@ -221,8 +221,9 @@ class ISORAGIndex:
         """The corpus graph prepared for retrieval on ``device`` (built once per device)."""
         device = device_of(device)
         if device not in self._retrieval_graphs:
-            self._retrieval_graphs[device] = RetrievalGraph(self.graph.edge_index, self.embeddings, device, normalized=True,
-                                                   edge_weight=self.graph.edge_weight)
+            # graph.x: the passages' embeddings, then an entity graph's entity nodes' vectors
+            self._retrieval_graphs[device] = RetrievalGraph(self.graph.edge_index, self.graph.x, device, normalized=True,
+                                                            edge_weight=self.graph.edge_weight, num_passages=len(self))
         return self._retrieval_graphs[device]
 
     def retriever(self, name: str = "iso", device: str | torch.device = "auto", **knobs: Any) -> Retriever:
@@ -258,7 +259,7 @@ class ISORAGIndex:
         """ISO-RAG's trace for one question (seeds, candidates, kept and pruned edges, PPR mass,
         top k; passages by id) and, with ``png_path``, the case-study picture of its local graph."""
         trace = self.retriever("iso", **knobs).retrieve(self.encode_questions([question]), k, trace=True).traces[0]
-        return explained(trace, self.passages, question, png_path)
+        return explained(trace, self.passages, question, png_path, getattr(self.graph, "entity_names", []))
 
     # ----------------------------------------------------------------------------- updates
     def _updatable(self) -> Updatable:

@@ -22,6 +22,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.sampler import SamplerOutput
 
+from isorag_pyg.index.answers import node_records
 from isorag_pyg.index.index import ISORAGIndex
 from isorag_pyg.retrieval.candidates import DenseCandidates, dense_candidates
 from isorag_pyg.retrieval.iso_retriever import ISORetriever
@@ -73,18 +74,20 @@ class ISORAGFeatureStore:
     def load_subgraph(self, sample: SamplerOutput) -> Data:
         """The local graph with features: ``x``, ``edge_index`` (local), ``node_idx`` (corpus
         rows), ``edge_idx`` (corpus edges), ``passage_id``, ``title``, ``text``, ``dense_score``,
-        ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds) and, when
-        the retriever walks edge weights, ``edge_weight``."""
+        ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds),
+        ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text)
+        and, when the retriever walks edge weights, ``edge_weight``."""
         node = sample.node
-        passages = [self.graph.passages[i] for i in node.tolist()]
+        records = node_records(self.graph.passages, getattr(self.graph.graph, "entity_names", []), node.tolist())
         graph = self.retriever.graph
         local = node.to(graph.device)
         dense = self.last_candidates.score(torch.zeros_like(local), local).cpu()
         data = Data(
             x=graph.embeddings[local].cpu(),
             edge_index=torch.stack([sample.row, sample.col]).cpu(), num_nodes=node.numel(),
-            node_idx=node.cpu(), edge_idx=sample.edge.cpu(), passage_id=[p.id for p in passages],
-            title=[p.title for p in passages], text=[p.text for p in passages], dense_score=dense,
+            node_idx=node.cpu(), edge_idx=sample.edge.cpu(), passage_id=[r[0] for r in records],
+            title=[r[1] for r in records], text=[r[2] for r in records], dense_score=dense,
+            node_type=(node >= len(self.graph)).long().cpu(),
             log_phi=self.retriever.log_phi[node.to(self.retriever.log_phi.device)].cpu(), seed_index=sample.metadata["seed_index"].cpu(),
         )
         if self.retriever.knobs.edge_weights:
@@ -144,7 +147,8 @@ class ISORAGGraphStore:
 class ISOSubgraphFilter:
     """``subgraph_filter`` for the loader: the isoperimetric filter on the local graph, then
     ISO-RAG's scoring (:func:`~isorag_pyg.retrieval.scoring.score_local_graphs`, the function
-    the retriever uses); adds ``ppr``, ``score`` and ``num_removed_edges`` to the data."""
+    the retriever uses); adds ``ppr``, ``score`` (``-inf`` for an entity graph's entity nodes,
+    which are not ranked) and ``num_removed_edges`` to the data."""
 
     def __init__(self, retriever: ISORetriever):
         self.retriever = retriever
@@ -155,7 +159,8 @@ class ISOSubgraphFilter:
         seeds = data.seed_index.unsqueeze(0)
         n = data.num_nodes
         scored = score_local_graphs(data.edge_index, seeds, data.dense_score[seeds], data.dense_score, torch.zeros(n, dtype=torch.long),
-                                    torch.tensor([0, n]), self.retriever.knobs, getattr(data, "edge_weight", None))
+                                    torch.tensor([0, n]), self.retriever.knobs, getattr(data, "edge_weight", None),
+                                    data.node_type == 0)
         data.ppr, data.score = scored.pi, scored.score
         return data
 

@@ -1,6 +1,8 @@
 """An index saved to and loaded from its directory (:mod:`~isorag_pyg.index.directory`): a JSON
-manifest with a checksum of every file, written atomically under the directory's writer lock, beside ``passages.jsonl``, ``tensors.safetensors`` and, with f_θ,
-``f_theta.safetensors``, with an ANN index ``ann.safetensors``.
+manifest with a checksum of every file, written atomically under the directory's writer lock,
+beside ``passages.jsonl``, ``tensors.safetensors`` and, with f_θ, ``f_theta.safetensors``, with an
+ANN index ``ann.safetensors``, with an entity graph ``entities.json`` (its entity nodes' names,
+rows after the passages).
 
 Nothing here unpickles: tensors are safetensors, passages JSON lines, the manifest JSON, so
 opening an index from an untrusted source never executes code. The checksums detect corrupt,
@@ -9,6 +11,7 @@ truncated or edited files; they do not authenticate who wrote them.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,10 +20,11 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 from torch_geometric.data import Data
 
+from isorag_pyg.graph.entity_graph import attach_entity_nodes
 from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.directory import _manifest_digest, read_manifest, write_index_dir
 from isorag_pyg.index.ids import next_number
-from isorag_pyg.index.layout import ANN, F_THETA, FORMAT_VERSION, MANIFEST, PASSAGES, TENSORS, IndexFormatError
+from isorag_pyg.index.layout import ANN, ENTITIES, F_THETA, FORMAT_VERSION, MANIFEST, PASSAGES, TENSORS, IndexFormatError
 from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S, check_not_stale, index_lock, read_generation
 from isorag_pyg.index.passages import PassageStore, write_passages
 from isorag_pyg.index.snapshot import OpenedVersion
@@ -81,8 +85,8 @@ def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpe
         "phi": dataclasses.asdict(phi),
         "knobs": knobs,
         "ann": ann_info(ann),
-        "counts": {"passages": len(contents.passages), "edges": int(contents.graph.edge_index.size(1)),
-                   "dim": int(contents.embeddings.size(1))},
+        "counts": {"passages": len(contents.passages), "entities": len(getattr(contents.graph, "entity_names", [])),
+                   "edges": int(contents.graph.edge_index.size(1)), "dim": int(contents.embeddings.size(1))},
         "corpus_hash": contents.corpus_hash,
         "next_id": next_number(contents.passages.ids) if next_id is None else next_id,
     }
@@ -118,6 +122,8 @@ def save_index(directory: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
             save_file({k: v.contiguous() for k, v in f_theta.state_dict().items()}, tmp / F_THETA)
         if ann is not None:
             ann.save(tmp / ANN)
+        if names := getattr(graph, "entity_names", []):
+            (tmp / ENTITIES).write_text(json.dumps(names, ensure_ascii=False))
         return index_manifest(**{**fields, "ann": ann})
 
     directory = Path(directory)
@@ -151,16 +157,17 @@ def load_index(directory: str | Path, verify: bool = True) -> dict[str, Any]:
 def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersion) -> dict[str, Any]:
     info = manifest.get("f_theta")
     ann = manifest.get("ann", ann_info(None))
-    require_listed(directory / MANIFEST, manifest, [TENSORS, PASSAGES] + ([F_THETA] if info is not None else [])
-                   + ([ANN] if ann["kind"] != "exact" else []))
-    tensors = _load_tensors(version.path(TENSORS), directory / TENSORS)
     counts, statistics = manifest["counts"], manifest["graph"]["statistics"]
-    n, dim = counts["passages"], counts["dim"]
+    n, dim, entities = counts["passages"], counts["dim"], counts.get("entities", 0)  # entity nodes follow the passages
+    require_listed(directory / MANIFEST, manifest, [TENSORS, PASSAGES] + ([F_THETA] if info is not None else [])
+                   + ([ANN] if ann["kind"] != "exact" else []) + ([ENTITIES] if entities else []))
+    tensors = _load_tensors(version.path(TENSORS), directory / TENSORS)
     builders = list(statistics.get("builders", manifest["graph"]["builders"]))
     check_index_tensors(directory / TENSORS, tensors, n, dim, counts["edges"], len(builders), manifest["files"][PASSAGES]["bytes"],
-                        info["architecture"]["out_dim"] if info is not None else None, float(manifest["phi"].get("curvature", 1.0)))
+                        info["architecture"]["out_dim"] if info is not None else None, float(manifest["phi"].get("curvature", 1.0)), entities)
     graph = Data(x=tensors["embeddings"], edge_index=tensors["edge_index"], edge_weight=tensors["edge_weight"],
                  edge_source=tensors["edge_source"], num_nodes=n)
+    attach_entity_nodes(graph, json.loads(version.path(ENTITIES).read_text()) if entities else [])
     phi = PhiSpec(**manifest["phi"])
     f_theta = None
     if info is not None:

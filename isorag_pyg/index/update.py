@@ -25,6 +25,8 @@ from torch import Tensor
 from isorag_pyg.datasets.types import MatchReport, Passage
 from isorag_pyg.graph import GraphEdges, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.builders import knn
+from isorag_pyg.graph.corpus_graph import named_edge_difference
+from isorag_pyg.index import extractors  # noqa: F401  (registers the openie extractor)
 from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.corpus import as_passages, corpus_hash
 from isorag_pyg.index.passages import PassageStore
@@ -137,8 +139,17 @@ def _apply(index: Updatable, corpus: list[Passage], x: Tensor, old_to_new: Tenso
     if "knn" in index.graph_spec:
         knn_edges = updated_knn(old.knn_edges, old_to_new, x, added_rows, index.graph_spec["knn"])
         edges["knn"] = knn_edges
-    edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records)  # the builders' order, as in a rebuild
+    # the builders' order, as in a rebuild
+    edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records, entity_names=edges.entity_names)
     data = build_corpus_graph(corpus, x, edges)
+    if data.num_nodes > n or old.graph.num_nodes > len(old.passages):  # entity nodes: renumbered, so φ everywhere
+        report.edges_added, report.edges_removed = named_edge_difference(old.graph, data)
+        z = None if old.z is None else index.f_theta.embed_all(data.x.float())
+        log_phi = log_phi_from_ball(data.edge_index, z, index.phi, num_nodes=data.num_nodes)
+        report.phi_recomputed = data.num_nodes
+        ann = updated_ann(index.ann, x, added_rows, bool(kept_old.all()), report)
+        statistics = {**graph_statistics(data), "builders": list(data.builders)}
+        return IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, knn_edges), ann
 
     ends = old_to_new[old.graph.edge_index]
     old_edges = ends[:, (ends >= 0).all(0)]

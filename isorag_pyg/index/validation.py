@@ -58,6 +58,7 @@ class AnnEntry(_Strict):
 
 class Counts(_Strict):
     passages: int = Field(ge=1)
+    entities: int = Field(default=0, ge=0)
     edges: int = Field(ge=0)
     dim: int = Field(ge=1)
 
@@ -127,25 +128,27 @@ def check_range(path: Path, key: str, tensor: Tensor, low: int, high: int) -> No
 
 
 def check_index_tensors(path: Path, tensors: dict[str, Tensor], n: int, dim: int, edges: int, builders: int,
-                        passages_bytes: int, z_dim: int | None, curvature: float) -> None:
-    """The shapes, dtypes, finiteness, ranges and monotonicity of an index's tensors."""
+                        passages_bytes: int, z_dim: int | None, curvature: float, entities: int = 0) -> None:
+    """The shapes, dtypes, finiteness, ranges and monotonicity of an index's tensors (graph nodes:
+    the ``n`` passages, then ``entities`` entity nodes)."""
+    nodes = n + entities
     check_tensor(path, tensors, "embeddings", (n, dim), torch.float32, finite=True)
     offsets = check_tensor(path, tensors, "passage_offsets", (n + 1,), torch.int64)
     assert offsets is not None
     if int(offsets[0]) != 0 or int(offsets[-1]) != passages_bytes or not bool((offsets[1:] > offsets[:-1]).all()):
         raise IndexFormatError(path, f"'passage_offsets' must rise strictly from 0 to the passages file's {passages_bytes} bytes")
     edge_index = check_tensor(path, tensors, "edge_index", (2, edges), torch.int64)
-    check_range(path, "edge_index", edge_index, 0, n)
+    check_range(path, "edge_index", edge_index, 0, nodes)
     check_tensor(path, tensors, "edge_weight", (edges,), torch.float32, finite=True)
     check_range(path, "edge_source", check_tensor(path, tensors, "edge_source", (edges,), torch.int64), 1, 1 << builders)
-    log_phi = check_tensor(path, tensors, "log_phi", (n,), torch.float64)
+    log_phi = check_tensor(path, tensors, "log_phi", (nodes,), torch.float64)
     if bool(torch.isnan(log_phi).any()) or bool((log_phi == float("inf")).any()):
         raise IndexFormatError(path, "'log_phi' holds NaN or +infinity")
     knn = check_tensor(path, tensors, "knn_edges", (2, None), torch.int64, required=False)
     if knn is not None:
         check_range(path, "knn_edges", knn, 0, n)
     if z_dim is not None:
-        z = check_tensor(path, tensors, "z", (n, z_dim), torch.float32, finite=True)
+        z = check_tensor(path, tensors, "z", (nodes, z_dim), torch.float32, finite=True)
         if z.numel() and float(z.norm(dim=-1).max()) >= curvature ** -0.5:
             raise IndexFormatError(path, f"'z' has points outside the Poincaré ball of radius {curvature ** -0.5:g}")
 

@@ -38,7 +38,7 @@ class DenseRetriever:
 
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
-        k = check_k(k, self.graph.num_nodes)
+        k = check_k(k, self.graph.num_passages)
 
         def run(part: Queries) -> RetrievalResult:
             top = dense_candidates(self.graph, part.embeddings, k, self.ann)
@@ -94,21 +94,21 @@ class GlobalPPRRetriever:
 
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
-        n = self.graph.num_nodes
-        k = check_k(k, n)
+        n, num_passages = self.graph.num_nodes, self.graph.num_passages
+        k = check_k(k, num_passages)
 
         def run(part: Queries) -> RetrievalResult:
             scores = self.graph.scores(part.embeddings)
             knobs = self.knobs
-            seeds = scores.topk(min(knobs.num_seeds, n), dim=1)
+            seeds = scores[:, :num_passages].topk(min(knobs.num_seeds, num_passages), dim=1)
             teleport = torch.zeros(n, scores.size(0), device=scores.device)
             columns = torch.arange(scores.size(0), device=scores.device).unsqueeze(1).expand_as(seeds.indices)
             teleport[seeds.indices, columns] = teleport_weights(seeds.values, knobs.tau)
             ppr = personalized_pagerank(self.graph.edge_index, teleport, knobs.alpha, tol=knobs.tol, max_iter=knobs.max_iter,
                                         edge_weight=self.edge_weight)
-            dense = row_minmax(scores)
-            # the 1e-6 dense term breaks ties (e.g. unreachable passages) by the dense order
-            fused = knobs.lambda_graph * row_minmax(ppr.pi.t()) + (knobs.lambda_dense + 1e-6) * dense
+            dense = row_minmax(scores[:, :num_passages])
+            # the 1e-6 dense term breaks ties (e.g. unreachable passages) by the dense order; passages only are ranked
+            fused = knobs.lambda_graph * row_minmax(ppr.pi.t()[:, :num_passages]) + (knobs.lambda_dense + 1e-6) * dense
             top = fused.topk(k, dim=1)
             result = RetrievalResult.ranked(top.indices, top.values, {"queries": float(len(part)), "ppr_iterations_max": float(ppr.iterations)}, trace)
             for t, s in zip(result.traces or [], seeds.indices.tolist()):

@@ -36,9 +36,10 @@ class DenseCandidates:
     embeddings: Tensor | None = None  # [N, d] unit-norm
 
     @classmethod
-    def from_scores(cls, scores: Tensor, pool_size: int) -> DenseCandidates:
-        """The exact candidates of a ``[Q, N]`` score matrix."""
-        top = scores.topk(pool_size, dim=1)
+    def from_scores(cls, scores: Tensor, pool_size: int, num_passages: int | None = None) -> DenseCandidates:
+        """The exact candidates of a ``[Q, N]`` score matrix (among its first ``num_passages``
+        columns: the passages; default: all)."""
+        top = scores[:, :num_passages].topk(pool_size, dim=1)
         return cls(top.indices, top.values, full=scores)
 
     def score(self, query: Tensor, node: Tensor) -> Tensor:
@@ -60,9 +61,9 @@ def pair_scores(queries: Tensor, embeddings: Tensor, query: Tensor, node: Tensor
 
 def check_ann_index(ann: ANNIndex | None, graph: RetrievalGraph) -> None:
     """``ValueError`` unless ``ann`` (when given) indexes exactly ``graph``'s passages."""
-    if ann is not None and (ann.num_passages, ann.dim) != (graph.num_nodes, graph.dim):
+    if ann is not None and (ann.num_passages, ann.dim) != (graph.num_passages, graph.dim):
         raise ValueError(f"the ANN index holds {ann.num_passages} vectors of size {ann.dim}; "
-                         f"the retrieval graph {graph.num_nodes} passages of size {graph.dim}")
+                         f"the retrieval graph {graph.num_passages} passages of size {graph.dim}")
 
 
 def candidate_chunk(graph: RetrievalGraph, ann: ANNIndex | None, requested: int | None = None) -> int:
@@ -76,14 +77,14 @@ def dense_candidates(graph: RetrievalGraph, query_embeddings: Tensor, pool_size:
     pool re-scored exactly and sorted (a query for which ``ann`` finds fewer than ``pool_size``
     passages falls back to the exact scan)."""
     if ann is None:
-        return DenseCandidates.from_scores(graph.scores(query_embeddings), pool_size)
+        return DenseCandidates.from_scores(graph.scores(query_embeddings), pool_size, graph.num_passages)
     queries = graph.unit_queries(query_embeddings)
     pool = ann.search(queries, pool_size).to(graph.device)
     short = (pool < 0).any(dim=1).nonzero().squeeze(1)
     step = query_chunk_size(graph.num_nodes)  # the fallback's [rows, N] block stays within the score budget
     for start in range(0, short.numel(), step):
         rows = short[start : start + step]
-        pool[rows] = (queries[rows] @ graph.embeddings.t()).topk(pool_size, dim=1).indices
+        pool[rows] = (queries[rows] @ graph.embeddings[: graph.num_passages].t()).topk(pool_size, dim=1).indices
     rows = torch.arange(pool.size(0), device=pool.device).unsqueeze(1).expand_as(pool)
     scores = pair_scores(queries, graph.embeddings, rows, pool)
     scores, order = scores.sort(dim=1, descending=True, stable=True)

@@ -75,10 +75,14 @@ class ISORetriever:
 
     def sizes(self, k: int) -> tuple[int, int, int]:
         """(k, pool size L, seeds m), clipped to the corpus."""
-        n = self.graph.num_nodes
+        n = self.graph.num_passages
         k = check_k(k, n)
         pool = min(n, max(k, math.ceil(self.knobs.over_retrieval * k)))
         return k, pool, min(self.knobs.num_seeds, pool)
+
+    def _ranked(self, node: Tensor) -> Tensor | None:
+        """Which local nodes are passages (``None`` when every node is: a passage graph)."""
+        return None if self.graph.num_passages == self.graph.num_nodes else node < self.graph.num_passages
 
     def local_graphs(self, candidates: DenseCandidates, num_seeds: int) -> LocalGraphBatch:
         """The local candidate graphs around ``candidates`` (the pool and the seeds' neighbourhood)."""
@@ -97,7 +101,7 @@ class ISORetriever:
         weight = None if self.up_edge_weight is None else self.up_edge_weight[local.edge_slot[keep]]
         dense = candidates.score(local.batch, local.node)
         scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
-                                    self.knobs, weight)
+                                    self.knobs, weight, self._ranked(local.node))
         positions, top_scores = segment_topk(scored.score, local.batch, local.ptr, k)
         num_queries, num_local = len(queries), local.node.numel()
         stats = {

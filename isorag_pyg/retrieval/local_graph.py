@@ -9,6 +9,7 @@ from torch import Tensor
 
 from isorag_pyg.retrieval.candidates import DenseCandidates
 from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
+from isorag_pyg.retrieval.scoring import segment_ptr
 from isorag_pyg.utils.csr import expand_neighbors, neighbor_edges
 
 
@@ -23,17 +24,12 @@ class LocalGraphBatch:
     seeds: Tensor  # [Q, m] corpus rows of the seeds, best first
 
 
-def _ptr(batch: Tensor, num_groups: int) -> Tensor:
-    counts = torch.bincount(batch, minlength=num_groups)
-    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-
-
 def cap_per_query(query: Tensor, score: Tensor, cap: int, num_queries: int) -> Tensor:
     """Positions of the ``cap`` best-scored entries of every query (stable on ties)."""
     order = torch.argsort(score, descending=True, stable=True)
     order = order[torch.argsort(query[order], stable=True)]
     grouped = query[order]
-    first = _ptr(grouped, num_queries)[:-1]
+    first = segment_ptr(grouped, num_queries)[:-1]
     rank = torch.arange(order.numel(), device=order.device) - first[grouped]
     return order[rank < cap]
 
@@ -75,4 +71,4 @@ def build_local_graphs(
     src, dst, slot = position[inside], target[inside], slot[inside]
     edge_index = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
     seed_pos = torch.searchsorted(keys, qids.unsqueeze(1) * n + seeds)
-    return LocalGraphBatch(node, batch, _ptr(batch, num_queries), edge_index, torch.cat([slot, slot]), seed_pos, seeds)
+    return LocalGraphBatch(node, batch, segment_ptr(batch, num_queries), edge_index, torch.cat([slot, slot]), seed_pos, seeds)

@@ -26,16 +26,22 @@ class RetrievalGraph:
         edge_weight: ``[E]`` non-negative edge weights; ``edge_weight`` then holds each edge's
             weight aligned with ``edge_index`` (the two directions of an edge and duplicates are
             merged by their mean), for retrievers that walk weighted edges. (default: ``None``)
+        num_passages: the first ``num_passages`` nodes are passages, the rest other nodes (an
+            entity graph's entities, with their own vectors in ``embeddings``): retrievers seed
+            and rank passages only. (default: every node is a passage)
     """
 
     def __init__(self, edge_index: Tensor, embeddings: Tensor, device: torch.device | str = "cpu", normalized: bool = False,
-                 edge_weight: Tensor | None = None):
+                 edge_weight: Tensor | None = None, num_passages: int | None = None):
         if embeddings.dim() != 2 or embeddings.size(0) == 0:
             raise ValueError(f"embeddings must be a non-empty [N, d] matrix, got {tuple(embeddings.shape)}")
+        if num_passages is not None and not 0 < num_passages <= embeddings.size(0):
+            raise ValueError(f"num_passages must be in [1, {embeddings.size(0)}], got {num_passages}")
         if not torch.isfinite(embeddings).all():
             raise ValueError("embeddings contain NaN or inf")
         self.device = torch.device(device)
         self.num_nodes = embeddings.size(0)
+        self.num_passages = self.num_nodes if num_passages is None else num_passages
         if edge_index.numel() and int(edge_index.max()) >= self.num_nodes:
             raise ValueError(f"edge_index refers to node {int(edge_index.max())} but there are {self.num_nodes} passages")
         if edge_weight is None:
@@ -85,5 +91,5 @@ class RetrievalGraph:
         return torch.nn.functional.normalize(query_embeddings.float().to(self.device), dim=-1)
 
     def scores(self, query_embeddings: Tensor) -> Tensor:
-        """Cosine scores ``[Q, N]`` of unit-norm queries against every passage."""
+        """Cosine scores ``[Q, N]`` of unit-norm queries against every node (passages first)."""
         return self.unit_queries(query_embeddings) @ self.embeddings.t()

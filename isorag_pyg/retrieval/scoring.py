@@ -35,6 +35,12 @@ def _unit_scale(values: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     return torch.where(span > 0, (values - lo) / span.clamp_min(torch.finfo(values.dtype).tiny), torch.zeros_like(values))
 
 
+def segment_ptr(batch: Tensor, num_groups: int) -> Tensor:
+    """Offsets of ``num_groups`` consecutive groups in a sorted ``batch`` vector."""
+    counts = torch.bincount(batch, minlength=num_groups)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+
+
 def segment_minmax(values: Tensor, segment: Tensor, ptr: Tensor) -> Tensor:
     """Min-max scale ``values`` (``[M]`` or ``[M, C]``, each column on its own) within each
     contiguous segment (``segment`` sorted, offsets ``ptr``) to [0, 1]; constant segments become 0."""
@@ -82,7 +88,7 @@ class LocalScores:
 
 
 def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor, dense: Tensor, batch: Tensor, ptr: Tensor,
-                       knobs: ISOKnobs, edge_weight: Tensor | None = None) -> LocalScores:
+                       knobs: ISOKnobs, edge_weight: Tensor | None = None, ranked: Tensor | None = None) -> LocalScores:
     """ISO-RAG's score of every node of a block-diagonal batch of local graphs (the formula above).
 
     Args:
@@ -92,10 +98,19 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
         batch, ptr: the question of every node (sorted) and the node offsets per question.
         knobs: ``tau``, ``alpha``, ``tol``, ``max_iter``, ``lambda_graph``, ``lambda_dense``.
         edge_weight: ``[E]`` weights the walk follows (default: unweighted).
+        ranked: ``[M]`` bool, the nodes that are ranked (passages; an entity graph's entity
+            nodes carry PPR mass, not answers): min-max runs over them, the rest score ``-inf``
+            (default: every node).
     """
     teleport = torch.zeros(dense.numel(), device=dense.device)
     teleport[seed_pos.reshape(-1)] = teleport_weights(seed_scores, knobs.tau).reshape(-1)
     ppr = personalized_pagerank(edge_index, teleport, knobs.alpha, batch, ptr.numel() - 1, knobs.tol, knobs.max_iter, edge_weight)
     pi = ppr.pi.squeeze(1)
-    scaled = segment_minmax(torch.stack([pi, dense], 1), batch, ptr)
-    return LocalScores(pi, knobs.lambda_graph * scaled[:, 0] + knobs.lambda_dense * scaled[:, 1], ppr.iterations)
+    if ranked is None:
+        scaled = segment_minmax(torch.stack([pi, dense], 1), batch, ptr)
+        return LocalScores(pi, knobs.lambda_graph * scaled[:, 0] + knobs.lambda_dense * scaled[:, 1], ppr.iterations)
+    rows = ranked.nonzero().squeeze(1)
+    scaled = segment_minmax(torch.stack([pi[rows], dense[rows]], 1), batch[rows], segment_ptr(batch[rows], ptr.numel() - 1))
+    score = torch.full_like(pi, float("-inf"))
+    score[rows] = knobs.lambda_graph * scaled[:, 0] + knobs.lambda_dense * scaled[:, 1]
+    return LocalScores(pi, score, ppr.iterations)

@@ -1,0 +1,73 @@
+"""The default graph: builders chosen by what a corpus supports, so an index is never a graph
+without edges; and the graph's statistics in words, with a warning when most passages are isolated."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from isorag_pyg.datasets.types import Passage
+from isorag_pyg.graph.builders import chunk_position, title_mention
+
+log = logging.getLogger(__name__)
+
+#: Above this share of isolated passages the graph barely helps: a warning says so.
+ISOLATED_WARNING_SHARE = 0.5
+
+
+def titles_mentioned(corpus: list[Passage]) -> bool:
+    """Some passage's title occurs in another passage's text (the ``title_mention`` builder finds an edge)."""
+    return title_mention(corpus).size(1) > 0
+
+
+def chunked_documents(corpus: list[Passage]) -> bool:
+    """Some document was split into several chunks ``path#n`` (the folder reader's ids)."""
+    documents = [position[0] for p in corpus if (position := chunk_position(p.id)) is not None]
+    return len(set(documents)) < len(documents)
+
+
+def auto_graph(corpus: list[Passage]) -> dict[str, dict[str, Any]]:
+    """Builder name -> arguments for ``corpus``: ``title_mention`` where titles occur in other
+    passages' text, ``entity_graph`` (LLM-free rule extractor) always, ``adjacent`` where documents
+    were chunked."""
+    spec: dict[str, dict[str, Any]] = {}
+    if titles_mentioned(corpus):
+        spec["title_mention"] = {}
+    spec["entity_graph"] = {}
+    if chunked_documents(corpus):
+        spec["adjacent"] = {}
+    log.info("graph builders chosen for this corpus: %s", ", ".join(spec))
+    return spec
+
+
+#: Retriever knobs an index stores when its graph has entity nodes (chosen on training questions
+#: by benchmarks/untitled.py: with passage seeds, a passage reaches the passages that share an
+#: entity with it in two hops).
+ENTITY_GRAPH_KNOBS: dict[str, dict[str, Any]] = {"iso": {"hops": 2}}
+
+
+def graph_knobs(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The retriever knobs an index with graph ``spec`` starts with (:data:`ENTITY_GRAPH_KNOBS`
+    when it has an entity graph, else none: the retrievers' defaults)."""
+    return {name: dict(knobs) for name, knobs in ENTITY_GRAPH_KNOBS.items()} if "entity_graph" in spec else {}
+
+
+def describe_graph(statistics: Mapping[str, Any]) -> list[str]:
+    """The graph's statistics in a few lines: nodes, edges, isolated passages, the largest hubs by
+    name, and a warning when most passages are isolated (also logged)."""
+    passages = statistics.get("passages", statistics.get("nodes", 0))
+    entities = statistics.get("entities", 0)
+    share = float(statistics.get("isolated_passage_share", 0.0))
+    lines = [
+        f"graph ({'+'.join(statistics.get('builders', []))}): {passages} passages"
+        + (f" + {entities} entity nodes" if entities else "")
+        + f", {statistics.get('edges', 0)} edges, {share:.1%} of passages isolated",
+    ]
+    if hubs := statistics.get("largest_hubs"):
+        lines.append("largest hubs: " + ", ".join(f"{name} ({degree})" for name, degree in hubs))
+    if share > ISOLATED_WARNING_SHARE:
+        warning = (f"warning: {share:.0%} of passages have no edge, so graph retrieval is mostly dense retrieval here; "
+                   "use a graph with more edges (e.g. entity_graph)")
+        log.warning(warning)
+        lines.append(warning)
+    return lines

@@ -1,0 +1,161 @@
+"""The entity graph: passage nodes plus entity nodes, an edge for every mention of an entity in a
+passage and, from extracted triples, edges between entities (HippoRAG's graph, without its LLM
+when the rule extractor is used).
+
+Passage nodes keep their corpus rows ``0..N-1``; entity nodes follow as rows ``N..N+E-1`` (in
+order of first mention), so every passage-indexed tensor of an index stays valid and retrieval
+ranks rows ``< N`` only.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from isorag_pyg.graph.extraction import EntityExtractor, Extraction
+from isorag_pyg.graph.rule_extractor import RuleExtractor
+
+log = logging.getLogger(__name__)
+
+#: Extractor name -> class; the ``entity_graph`` builder's ``extractor`` argument picks one.
+EXTRACTORS: dict[str, Callable[..., EntityExtractor]] = {"rules": RuleExtractor}
+
+_NON_WORD = re.compile(r"[^\w]+")
+
+
+def _singular(word: str) -> str:
+    """A simple plural's singular ("films" -> "film", "cities" -> "city"); other words unchanged."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) and not word.isdigit():
+        return word[:-1]
+    return word
+
+
+def normalize_entity(name: str) -> str:
+    """The key under which entity strings merge: casefolded, punctuation dropped, a leading
+    "the" dropped, simple plurals made singular ("The Beatles'" and "beatles" -> "beatle");
+    empty when nothing is left."""
+    words = _NON_WORD.sub(" ", name.casefold()).replace("_", " ").split()
+    if len(words) > 1 and words[0] == "the":
+        words = words[1:]
+    return " ".join(_singular(w) for w in words)
+
+
+def _near_duplicate_key(key: str) -> str:
+    """Keys that differ only in spacing and hyphenation ("new york" / "newyork") merge: a
+    blocking key, so merging stays linear in the number of entities."""
+    return key.replace(" ", "")
+
+
+@dataclass(frozen=True)
+class EntityGraph:
+    """What :func:`entity_graph` builds over ``num_passages`` passages."""
+
+    names: list[str]  # entity node ``N + i``'s display name (its most frequent surface form)
+    mentions: Tensor  # [2, M] (passage row, entity node row)
+    relations: Tensor  # [2, R] (entity node row, entity node row) from triples
+    passages_without_entities: int
+
+    @property
+    def edge_index(self) -> Tensor:
+        return torch.cat([self.mentions, self.relations], dim=1)
+
+
+def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_passages: int = 2,
+                                 max_passages: int | None = None) -> EntityGraph:
+    """Entity nodes for the normalised strings of ``extraction`` (near-duplicates merged) that
+    at least ``min_passages`` passages mention (an entity of one passage links nothing) and, when
+    ``max_passages`` is set, at most that many (default: no cap — generic entities stay as hubs,
+    which is what the isoperimetric filter is for); mention edges; relation edges between two
+    kept entities of a triple."""
+    if len(extraction.entities) != num_passages:
+        raise ValueError(f"the extraction covers {len(extraction.entities)} passages, the corpus has {num_passages}")
+    if min_passages < 1 or (max_passages is not None and max_passages < min_passages):
+        raise ValueError(f"need 1 <= min_passages <= max_passages, got {min_passages}, {max_passages}")
+    block: dict[str, str] = {}  # near-duplicate blocking key -> the first key seen
+    memo: dict[str, str] = {}  # raw string -> its key (raw strings repeat across passages)
+    surface: dict[str, Counter] = {}
+    mentioned: dict[str, set[int]] = {}
+
+    def key_of(raw: str) -> str:
+        key = memo.get(raw)
+        if key is None:
+            normal = normalize_entity(raw)
+            key = memo[raw] = block.setdefault(_near_duplicate_key(normal), normal) if normal else ""
+        return key
+
+    for row, names in enumerate(extraction.entities):
+        for raw in names:
+            if key := key_of(raw):
+                mentioned.setdefault(key, set()).add(row)
+                surface.setdefault(key, Counter())[raw.strip()] += 1
+    kept = [key for key, rows in mentioned.items() if len(rows) >= min_passages and (max_passages is None or len(rows) <= max_passages)]
+    node = {key: num_passages + i for i, key in enumerate(kept)}
+    rows = torch.tensor([row for key in kept for row in mentioned[key]], dtype=torch.long)
+    cols = torch.repeat_interleave(torch.arange(num_passages, num_passages + len(kept)),
+                                   torch.tensor([len(mentioned[key]) for key in kept], dtype=torch.long))
+    order = torch.argsort(rows * (num_passages + len(kept)) + cols)  # by passage, then entity
+    mentions = torch.stack([rows[order], cols[order]])
+    relation_pairs = set()
+    for triples in extraction.triples:
+        for subject, _, obj in triples:
+            u, v = node.get(key_of(subject)), node.get(key_of(obj))
+            if u is not None and v is not None and u != v:
+                relation_pairs.add((min(u, v), max(u, v)))
+    relations = torch.tensor(sorted(relation_pairs), dtype=torch.long).t().reshape(2, -1)
+    names = [surface[key].most_common(1)[0][0] for key in kept]
+    linked = torch.zeros(num_passages, dtype=torch.bool)
+    linked[mentions[0]] = True
+    return EntityGraph(names, mentions, relations, int((~linked).sum()))
+
+
+def entity_graph(texts: Sequence[str], extractor: str = "rules", extractor_args: Mapping[str, Any] | None = None,
+                 min_passages: int = 2, max_passages: int | None = None) -> EntityGraph:
+    """Extract entities (and triples) from ``texts`` with the named extractor of
+    :data:`EXTRACTORS` and build the entity graph over them."""
+    if extractor not in EXTRACTORS:
+        raise ValueError(f"unknown entity extractor {extractor!r}; choose from {', '.join(EXTRACTORS)}")
+    blank = [i for i, text in enumerate(texts) if not text.strip()]
+    if blank:
+        log.warning("entity graph: %d passages are empty or whitespace (first: row %d); they get no entity edge", len(blank), blank[0])
+    graph = entity_graph_from_extraction(EXTRACTORS[extractor](**dict(extractor_args or {})).extract(texts), len(texts),
+                                         min_passages, max_passages)
+    if graph.passages_without_entities:
+        log.info("entity graph: %d of %d passages share no entity with another passage", graph.passages_without_entities, len(texts))
+    return graph
+
+
+def entity_embeddings(x: Tensor, mentions: Tensor, num_entities: int) -> Tensor:
+    """Every entity node's vector: the normalised mean of the embeddings of the passages that
+    mention it (so the dense score of an entity is the query's similarity to its passages)."""
+    num_passages = x.size(0)
+    sums = torch.zeros(num_entities, x.size(1), dtype=torch.float32)
+    sums.index_add_(0, mentions[1] - num_passages, x[mentions[0]].float())
+    return torch.nn.functional.normalize(sums, dim=-1)
+
+
+def num_passage_nodes(data: Any) -> int:
+    """The passages among a graph's nodes (rows ``0..N-1``): all of them unless it has entity nodes."""
+    return int(getattr(data, "num_passages", None) or data.num_nodes)
+
+
+def attach_entity_nodes(data: Any, names: Sequence[str]) -> Any:
+    """Give a passage-only ``Data`` read back from storage its entity nodes ``names`` again (rows
+    after the passages, already in ``data.edge_index``): their ``x`` (as at build time), node
+    types and counts. Returns ``data``."""
+    num_passages = data.x.size(0)
+    data.num_passages, data.entity_names = num_passages, list(names)
+    if names:
+        ei = data.edge_index
+        mentions = ei[:, (ei[0] < num_passages) & (ei[1] >= num_passages)]
+        data.x = torch.cat([data.x.float(), entity_embeddings(data.x, mentions, len(names))])
+        data.num_nodes = num_passages + len(names)
+    data.node_type = (torch.arange(data.num_nodes) >= num_passages).long()
+    return data

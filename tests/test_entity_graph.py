@@ -1,0 +1,164 @@
+"""The entity graph (passage + entity nodes), the rule extractor, the adjacent builder and the
+automatic default graph: built, retrieved over, filtered, saved, updated and described."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from isorag_pyg import FThetaConfig, ISORAGIndex, PhiSpec
+from isorag_pyg.datasets.types import Passage
+from isorag_pyg.graph import build_corpus_graph, graph_statistics, run_builders
+from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, auto_graph, describe_graph
+from isorag_pyg.graph.builders import adjacent
+from isorag_pyg.graph.entity_graph import (
+    EXTRACTORS,
+    entity_graph,
+    entity_graph_from_extraction,
+    normalize_entity,
+)
+from isorag_pyg.graph.extraction import EntityExtractor, Extraction
+from isorag_pyg.graph.rule_extractor import RuleExtractor
+from isorag_pyg.transforms import IsoperimetricFilter
+from isorag_pyg.utils import PhiSpec as UtilsPhiSpec
+from isorag_pyg.utils import log_phi_from_ball
+
+TEXTS = [
+    "Velmora is a film directed by Dara Quen. It premiered on 3 March 1984.",
+    "Dara Quen was born in Kostrov in 1950.",
+    "Kostrov is a city in Aldania, known for its silver market.",
+    "Aldania is a country. Its flag is green; it was founded in 1950.",
+    "The silver market of Kostrov opens in 1984 in the old square.",
+    "a quiet note without any name at all.",
+]
+CORPUS = [Passage(str(i), "", text) for i, text in enumerate(TEXTS)]
+
+
+def test_rule_extractor_finds_names_dates_and_numbers():
+    extractor = RuleExtractor()
+    assert isinstance(extractor, EntityExtractor) and EXTRACTORS["rules"] is RuleExtractor
+    found = extractor.extract_one("In 2007 Dara Quen met Boso the Elder on 3 March 1984; 1,200 people came.")
+    assert {"dara quen", "boso the elder", "3 march 1984", "2007", "1,200"} <= set(found)
+    assert "in" not in found and extractor.extract_one("   ") == []
+    assert extractor.extract(["", "Kostrov"]).entities == [[], ["kostrov"]]
+
+
+def test_normalisation_merges_case_punctuation_plurals_and_spacing():
+    assert normalize_entity("The Beatles'") == normalize_entity("beatles") == "beatle"
+    assert normalize_entity("Cities") == "city" and normalize_entity("Kostrov") == "kostrov" and normalize_entity("--") == ""
+    graph = entity_graph_from_extraction(Extraction([["New York"], ["new-york"], ["NewYork", "Paris"], ["paris"]]), 4)
+    assert len(graph.names) == 2  # "new york" in three spellings, "paris" twice
+    assert graph.mentions.t().tolist() == [[0, 4], [1, 4], [2, 4], [2, 5], [3, 5]]
+
+
+def test_entity_graph_keeps_hubs_drops_leaves_and_adds_relations():
+    entities = [["hub", f"only{i}"] for i in range(30)]
+    graph = entity_graph_from_extraction(Extraction(entities), 30)
+    assert graph.names == ["hub"] and graph.mentions.size(1) == 30  # no document-frequency cap by default
+    assert entity_graph_from_extraction(Extraction(entities), 30, max_passages=20).names == []
+    triples = [[("Kostrov", "is in", "Aldania")], [], []]
+    related = entity_graph_from_extraction(Extraction([["kostrov"], ["kostrov", "aldania"], ["aldania"]], triples), 3)
+    assert related.relations.t().tolist() == [[3, 4]]
+    with pytest.raises(ValueError, match="covers 2 passages"):
+        entity_graph_from_extraction(Extraction([[], []]), 3)
+    with pytest.raises(ValueError, match="unknown entity extractor 'nope'"):
+        entity_graph(TEXTS, extractor="nope")
+
+
+def test_blank_and_entity_free_passages_get_no_edge_and_a_message(caplog):
+    texts = [*TEXTS, "   "]
+    with caplog.at_level(logging.INFO):
+        graph = entity_graph(texts)
+    assert "1 passages are empty or whitespace" in caplog.text and "share no entity" in caplog.text
+    linked = set(graph.mentions[0].tolist())
+    assert 5 not in linked and 6 not in linked and {0, 1, 2, 3, 4} <= linked
+    with pytest.raises(ValueError, match="empty text"):
+        ISORAGIndex.build([{"text": "Kostrov"}, {"text": "  "}], f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+
+
+def test_corpus_graph_appends_entity_nodes_after_the_passages():
+    x = torch.nn.functional.normalize(torch.randn(len(CORPUS), 8), dim=-1)
+    data = build_corpus_graph(CORPUS, x, run_builders({"entity_graph": {}}, CORPUS, x))
+    n, names = len(CORPUS), data.entity_names
+    assert data.num_passages == n and data.num_nodes == n + len(names) and data.node_type.tolist() == [0] * n + [1] * len(names)
+    kostrov = n + names.index("kostrov")
+    mentioning = sorted(data.edge_index[0][data.edge_index[1] == kostrov].tolist())
+    assert mentioning == [1, 2, 4]
+    assert torch.allclose(data.x[kostrov], torch.nn.functional.normalize(x[[1, 2, 4]].sum(0), dim=0), atol=1e-6)
+    stats = graph_statistics(data)
+    assert (stats["passages"], stats["entities"]) == (n, len(names))
+    assert stats["isolated_passage_share"] == pytest.approx(1 / n) and stats["largest_hubs"][0][1] == 3
+
+
+def test_isoperimetric_filter_works_on_an_entity_graph():
+    x = torch.nn.functional.normalize(torch.randn(len(CORPUS), 8), dim=-1)
+    data = build_corpus_graph(CORPUS, x, run_builders({"entity_graph": {}}, CORPUS, x))
+    spec = UtilsPhiSpec(p=0.0)
+    log_phi = log_phi_from_ball(data.edge_index, None, spec, num_nodes=data.num_nodes)
+    out = IsoperimetricFilter(beta=0.9, phi_source="phi")(Data(edge_index=data.edge_index, log_phi=log_phi, node_type=data.node_type,
+                                                        num_nodes=data.num_nodes))
+    src, dst = data.edge_index
+    keep = (torch.minimum(log_phi[src], log_phi[dst]) - torch.maximum(log_phi[src], log_phi[dst])) >= torch.log(torch.tensor(0.9))
+    assert out.edge_index.size(1) == int(keep.sum()) and out.num_removed_edges == int((~keep).sum()) > 0
+
+
+def test_adjacent_links_consecutive_chunks_of_one_document():
+    corpus = [Passage(i, "", "x") for i in ("a.md#0", "a.md#1", "b.md#0", "a.md#2", "c.md", "b.md#2")]
+    assert adjacent(corpus).t().tolist() == [[0, 1], [1, 3]]
+
+
+def test_auto_graph_chooses_by_what_the_corpus_supports(caplog):
+    titled = [Passage("a.md#0", "Kostrov", "Kostrov is a city."), Passage("a.md#1", "Kostrov", "It is old."),
+              Passage("b.md#0", "Aldania", "Aldania holds Kostrov.")]
+    assert list(auto_graph(titled)) == ["title_mention", "entity_graph", "adjacent"]
+    assert list(auto_graph(CORPUS)) == ["entity_graph"]
+    with caplog.at_level(logging.WARNING):
+        lines = describe_graph({"builders": ["title_mention"], "passages": 10, "edges": 1, "isolated_passage_share": 0.8,
+                                "largest_hubs": [["Kostrov", 1]]})
+    assert "10 passages, 1 edges, 80.0% of passages isolated" in lines[0] and lines[1] == "largest hubs: Kostrov (1)"
+    assert "80% of passages have no edge" in lines[2] and "80% of passages have no edge" in caplog.text
+
+
+@pytest.fixture(scope="module")
+def index() -> ISORAGIndex:
+    return ISORAGIndex.build(CORPUS, f_theta=None, phi=PhiSpec(p=0.0), progress=False)  # the automatic graph
+
+
+def test_index_over_an_untitled_corpus_is_an_entity_graph_ranking_passages(index, tmp_path):
+    assert index.graph_spec == {"entity_graph": {}} and index.statistics["edges"] > 0 and index.graph.num_nodes > len(index)
+    assert index.knobs == ENTITY_GRAPH_KNOBS and index.retriever("iso").knobs.hops == ENTITY_GRAPH_KNOBS["iso"]["hops"]
+    questions = ["Where was the director of Velmora born?", "Which country is Kostrov in?"]
+    for name in ("iso", "ppr", "dense", "iso_uniform"):
+        hits = index.retrieve(questions, k=5, retriever=name)
+        assert all(len(h) == 5 and {r.id for r in h} <= {p.id for p in CORPUS} for h in hits), name
+    trace = index.explain(questions[0], k=3)
+    assert any(c.startswith("entity:") for c in trace["candidates"]) and all(not t["id"].startswith("entity:") for t in trace["top"])
+    loaded = ISORAGIndex.load(index.save(tmp_path / "entity"))
+    assert loaded.graph.entity_names == index.graph.entity_names and torch.equal(loaded.graph.x, index.graph.x)
+    assert torch.equal(loaded.log_phi, index.log_phi) and loaded.info()["counts"]["entities"] == len(index.graph.entity_names)
+    assert [[h.id for h in hits] for hits in loaded.retrieve(questions, retriever="iso")] == \
+           [[h.id for h in hits] for hits in index.retrieve(questions, retriever="iso")]
+
+
+@pytest.mark.slow
+def test_updates_of_an_entity_graph_equal_a_rebuild(tmp_path):
+    f_theta = FThetaConfig(trainer={"max_epochs": 1, "enable_progress_bar": False, "enable_model_summary": False})
+    graph = {"entity_graph": {}, "knn": {"k": 2}}
+    index = ISORAGIndex.build(CORPUS[:4], graph=graph, f_theta=f_theta, phi=PhiSpec(p=1.0), progress=False)
+    report = index.add(CORPUS[4:])
+    assert report.added == 2 and report.edges_added > 0
+    report = index.remove(["1"])
+    assert report.removed == 1 and report.edges_removed > 0
+    index = ISORAGIndex.load(index.save(tmp_path / "updated"))
+    rebuilt = ISORAGIndex.build(list(index.passages), graph=graph, f_theta=index.f_theta, phi=index.phi, progress=False)
+    assert index.graph.entity_names == rebuilt.graph.entity_names
+    for key in ("edge_index", "edge_weight", "edge_source"):
+        assert torch.equal(getattr(index.graph, key), getattr(rebuilt.graph, key)), key
+    assert torch.allclose(index.z, rebuilt.z, atol=1e-6) and torch.allclose(index.log_phi, rebuilt.log_phi)
+    assert index.statistics == rebuilt.statistics
+    questions = ["Where was the director of Velmora born?", "Which country is Kostrov in?"]
+    for name in ("iso", "ppr", "dense"):
+        assert [[h.id for h in hits] for hits in index.retrieve(questions, k=3, retriever=name)] == \
+               [[h.id for h in hits] for hits in rebuilt.retrieve(questions, k=3, retriever=name)], name
