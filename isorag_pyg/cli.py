@@ -35,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS  # light: no torch
-    from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S  # light: standard library only
+    from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S
     from isorag_pyg.knobs import PhiSpec  # light: dataclasses only
     from isorag_pyg.server.settings import ServerSettings
     from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig
