@@ -7,8 +7,10 @@
     isorag tune INDEX_DIR QUESTIONS [--grid beta=0.05,0.1 hops=1,2]
     isorag serve INDEX_DIR [--host 127.0.0.1] [--port 8000] [--batch-window-ms 2] [--max-batch 128] [--no-batching] ...
 
-Errors (a bad path, an empty corpus, a missing or corrupt index) are one line on stderr and a
-non-zero exit status; ``ISORAG_DEBUG=1`` shows the traceback instead.
+Errors (a bad path, an empty corpus, a missing or corrupt index, a bad argument such as ``-k abc``)
+are one line on stderr and exit status 1; ``ISORAG_DEBUG=1`` shows the traceback instead.
+``add``, ``remove`` and ``tune`` hold the index's writer lock from loading to saving, so
+concurrent updates run one after the other (see ``docs/index.md``).
 """
 from __future__ import annotations
 
@@ -24,14 +26,22 @@ from typing import Any
 _START = time.perf_counter()
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line and exit status 1, like every other error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS  # light: no torch
+    from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S
     from isorag_pyg.knobs import PhiSpec  # light: dataclasses only
     from isorag_pyg.server.settings import ServerSettings
     from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig
 
     epochs, seed = DEFAULT_TRAINER["max_epochs"], FThetaConfig.seed
-    parser = argparse.ArgumentParser(prog="isorag", description="ISO-RAG: graph retrieval with isoperimetric noise control.")
+    parser = _Parser(prog="isorag", description="ISO-RAG: graph retrieval with isoperimetric noise control.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     build = commands.add_parser("index", help="build an index of a corpus and save it")
@@ -89,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--grid", nargs="+", default=None, metavar="KNOB=V1,V2", help="the search grid (default: beta, alpha, hops)")
     tune.add_argument("--folds", type=int, default=2, help="cross-validation folds (default: 2)")
     tune.add_argument("--dry-run", action="store_true", help="report, but do not store the knobs")
+    for writer in (build, add, remove, tune):
+        writer.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S,
+                            help=f"seconds to wait for another writer of the index to finish (default: {DEFAULT_LOCK_TIMEOUT_S:g})")
 
     info = commands.add_parser("info", help="show an index's manifest and graph statistics")
     info.add_argument("index_dir")
@@ -98,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve an index over HTTP (POST /retrieve, GET /health, GET /info)")
     serve.add_argument("index_dir")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
-    serve.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (default: 8000)")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port 1-65535; 0 picks a free one (default: 8000)")
     serve.add_argument("--batch-window-ms", type=float, default=defaults.batch_window_ms,
                        help=f"how long a request waits for others to share its batch (default: {defaults.batch_window_ms:g})")
     serve.add_argument("--max-batch", type=int, default=defaults.max_batch, help=f"questions per batched call (default: {defaults.max_batch})")
@@ -119,6 +132,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--query-cache", type=int, default=defaults.query_cache,
                        help=f"question embeddings kept in an LRU cache; 0 turns it off (default: {defaults.query_cache})")
     serve.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
+    serve.add_argument("--read-timeout", type=float, default=defaults.read_timeout_s,
+                       help=f"seconds a client has to send its whole request; slower connections are closed (default: {defaults.read_timeout_s:g})")
+    serve.add_argument("--max-connections", type=int, default=defaults.max_connections,
+                       help=f"open connections beyond which requests get 503 (default: {defaults.max_connections})")
+    serve.add_argument("--watch-seconds", type=float, default=None,
+                       help="check the index's manifest this often and serve a newly saved version (default: only on POST /reload)")
     return parser
 
 
@@ -148,7 +167,7 @@ def _index(args: argparse.Namespace) -> list[str]:
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = None if args.graph == "auto" else {name: {} for name in args.graph.split("+") if name}
     index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann)
-    index.save(args.out_dir)
+    index.save(args.out_dir, lock_timeout=args.lock_timeout)
     return [f"{args.out_dir}: {index!r}", *describe_graph(index.statistics)]
 
 
@@ -189,35 +208,43 @@ def _f_theta_config(epochs: int, seed: int, quiet: bool):
     return FThetaConfig(trainer={**DEFAULT_TRAINER, "max_epochs": epochs, "enable_progress_bar": not quiet, "enable_model_summary": False}, seed=seed)
 
 
+def _writer_lock(index_dir: str, timeout: float) -> contextlib.AbstractContextManager[None]:
+    from isorag_pyg.index.locking import existing_index_lock  # held from loading to saving
+    return existing_index_lock(index_dir, timeout)
+
+
 def _add(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.index import ISORAGIndex
 
-    index = ISORAGIndex.load(args.index_dir)
-    tokenizer = None if index.encoder_spec.get("backend") == "openai" else index.encoder_spec["name"]
-    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=tokenizer)
-    report = index.add(passages, refit=_f_theta_config(args.epochs, args.seed, quiet=True) if args.refit else None)
-    index.save(args.index_dir)
-    return [f"{args.index_dir}: {report.summary()}; {len(index)} passages"]
+    with _writer_lock(args.index_dir, args.lock_timeout):
+        index = ISORAGIndex.load(args.index_dir)
+        tokenizer = None if index.encoder_spec.get("backend") == "openai" else index.encoder_spec["name"]
+        passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=tokenizer, id_offset=index.next_id)
+        report = index.add(passages, refit=_f_theta_config(args.epochs, args.seed, quiet=True) if args.refit else None)
+        index.save(args.index_dir)
+    return [f"{args.index_dir}: {report.summary()}; {len(index)} passages (version {index.generation})"]
 
 
 def _remove(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.index import ISORAGIndex
 
-    index = ISORAGIndex.load(args.index_dir)
-    report = index.remove(args.ids)
-    index.save(args.index_dir)
-    return [f"{args.index_dir}: {report.summary()}; {len(index)} passages"]
+    with _writer_lock(args.index_dir, args.lock_timeout):
+        index = ISORAGIndex.load(args.index_dir)
+        report = index.remove(args.ids)
+        index.save(args.index_dir)
+    return [f"{args.index_dir}: {report.summary()}; {len(index)} passages (version {index.generation})"]
 
 
 def _tune(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.index.tuning import DEFAULT_GRID, parse_grid, read_questions, tune
 
-    index = ISORAGIndex.load(args.index_dir)
-    questions, gold = read_questions(args.questions, index)
-    result = tune(index, questions, gold, parse_grid(args.grid) if args.grid else DEFAULT_GRID, folds=args.folds, store=not args.dry_run)
-    if result.stored:
-        index.save(args.index_dir)
+    with _writer_lock(args.index_dir, args.lock_timeout):
+        index = ISORAGIndex.load(args.index_dir)
+        questions, gold = read_questions(args.questions, index)
+        result = tune(index, questions, gold, parse_grid(args.grid) if args.grid else DEFAULT_GRID, folds=args.folds, store=not args.dry_run)
+        if result.stored:
+            index.save(args.index_dir)
     return [f"{args.index_dir}: {result.summary()}"]
 
 
@@ -236,7 +263,8 @@ def _serve(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.server.settings import ServerSettings
 
     limits = {"max_questions": args.max_questions, "max_k": args.max_k, "max_question_chars": args.max_question_chars,
-              "max_body_bytes": args.max_body_bytes, "max_pending": args.max_pending, "query_cache": args.query_cache}
+              "max_body_bytes": args.max_body_bytes, "max_pending": args.max_pending, "query_cache": args.query_cache,
+              "watch_seconds": args.watch_seconds, "read_timeout_s": args.read_timeout, "max_connections": args.max_connections}
     if args.no_batching:
         settings = ServerSettings.unbatched(**limits)
     else:

@@ -62,7 +62,7 @@ def test_folder_of_documents(tmp_path):
 
 
 def test_passage_files_in_every_format(tmp_path):
-    records = [{"title": "A", "text": "alpha text"}, {"title": "B", "text": "beta text", "id": "b"}]
+    records = [{"title": "A", "text": "alpha text"}, {"title": "B", "text": "beta text"}]
     (tmp_path / "c.jsonl").write_text("\n".join(json.dumps(r) for r in records))
     (tmp_path / "c.json").write_text(json.dumps([{**r, "id": str(i)} for i, r in enumerate(records)]))
     (tmp_path / "c.csv").write_text("id,title,text\nx,A,\"alpha, with a comma\"\ny,B,beta\n")

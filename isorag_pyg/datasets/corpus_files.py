@@ -7,6 +7,7 @@ or empty documents in a folder are skipped, counted and listed in the :class:`Co
 from __future__ import annotations
 
 import csv
+import io
 import logging
 import re
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from isorag_pyg.datasets.formats import (
     normalize_text,
     read_corpus,
     read_records,
+    read_utf8,
 )
 from isorag_pyg.datasets.loader import build_corpus
 from isorag_pyg.datasets.types import MatchReport, Passage
@@ -32,6 +34,9 @@ log = logging.getLogger(__name__)
 DOCUMENT_SUFFIXES = (".txt", ".md")
 #: Tokens of text per passage when a folder of documents is split (the default encoder reads 256).
 DEFAULT_MAX_TOKENS = 200
+#: Characters beyond which a passage of a passage file is split like a document (logged), and an
+#: index refuses one given directly: far beyond what an encoder reads (~1,000 characters).
+MAX_PASSAGE_CHARS = 20_000
 
 TokenCounter = Callable[[str], int]
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
@@ -51,6 +56,7 @@ class CorpusReport:
     skipped_undecodable: list[str] = field(default_factory=list)
     skipped_empty: list[str] = field(default_factory=list)
     ignored_other_files: int = 0
+    split_long: list[str] = field(default_factory=list)  # passages over MAX_PASSAGE_CHARS, split
 
     @property
     def skipped(self) -> int:
@@ -66,12 +72,17 @@ class CorpusReport:
             if names:
                 shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
                 parts.append(f"{len(names)} {reason} file(s) skipped ({shown})")
+        if self.split_long:
+            shown = ", ".join(self.split_long[:3]) + (", ..." if len(self.split_long) > 3 else "")
+            parts.append(f"{len(self.split_long)} passage(s) over {MAX_PASSAGE_CHARS} characters split into passages of at most "
+                         f"the token budget ({shown})")
         if self.ignored_other_files:
             parts.append(f"{self.ignored_other_files} file(s) other than {'/'.join(DOCUMENT_SUFFIXES)} ignored")
         return f"{self.source}: " + "; ".join(parts)
 
 
-def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_tokens: TokenCounter | None = None) -> tuple[list[Passage], CorpusReport]:
+def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_tokens: TokenCounter | None = None,
+                id_offset: int = 0) -> tuple[list[Passage], CorpusReport]:
     """Read passages from ``path``.
 
     Args:
@@ -82,6 +93,8 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
         max_tokens: for documents, the most tokens of text per passage. (default: ``200``)
         count_tokens: counts the tokens of a string, e.g. with the encoder's tokenizer (see
             :func:`tokenizer_counter`). (default: whitespace-separated words)
+        id_offset: records without ids are numbered from here (e.g. an index's ``next_id``).
+            (default: ``0``)
     """
     path = Path(path)
     if not path.exists():
@@ -89,17 +102,16 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
     report = CorpusReport(str(path))
     if path.is_dir():
         raw = _read_documents(path, max_tokens, count_tokens or _count_words, report)
-    elif path.suffix.lower() == ".csv":
-        raw = _read_csv(path)
     else:
-        raw = _read_records_file(path)
+        raw = _read_csv(path) if path.suffix.lower() == ".csv" else _read_records_file(path)
+        raw = split_long_passages(raw, max_tokens, count_tokens or _count_words, report)
     if not raw:
         raise DatasetFormatError(path, "no passages found" + (f" ({report.summary()})" if report.skipped else ""))
     merged = MatchReport()
-    corpus = build_corpus(raw, path, merged)
+    corpus = build_corpus(raw, path, merged, id_offset)
     report.passages, report.duplicates_merged = len(corpus), merged.duplicate_passages
     log.info("%s", report.summary())
-    if report.skipped:
+    if report.skipped or report.split_long:
         log.warning("%s", report.summary())
     return corpus, report
 
@@ -145,15 +157,32 @@ def _question_contexts(path: Path, records: list[Any]) -> list[RawPassage]:
     return _checked(raw, path)
 
 
+def split_long_passages(raw: list[RawPassage], max_tokens: int, count_tokens: TokenCounter, report: CorpusReport) -> list[RawPassage]:
+    """Passages over :data:`MAX_PASSAGE_CHARS` split like documents (:func:`split_passages`),
+    their parts ``ID#0``, ``ID#1``, ... (or numbered later, without an id); listed in ``report``."""
+    out: list[RawPassage] = []
+    for i, p in enumerate(raw):
+        if len(p.text) <= MAX_PASSAGE_CHARS:
+            out.append(p)
+            continue
+        report.split_long.append(p.id or f"record {i}")
+        out.extend(RawPassage(None if p.id is None else f"{p.id}#{j}", p.title, chunk)
+                   for j, chunk in enumerate(split_passages(p.text, max_tokens, count_tokens)))
+    return out
+
+
 def _read_csv(path: Path) -> list[RawPassage]:
+    rows: list[dict[str, str]] = []
+    reader = csv.DictReader(io.StringIO(read_utf8(path, "utf-8-sig"), newline=""), strict=True)
+    start_line = 2  # after the header
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            rows = list(csv.DictReader(handle))
-            columns = set(rows[0]) if rows else set()
-    except UnicodeDecodeError as err:
-        raise DatasetFormatError(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+        for row in reader:
+            rows.append(row)
+            start_line = reader.line_num + 1
     except csv.Error as err:
-        raise DatasetFormatError(path, f"malformed CSV ({err})") from None
+        raise DatasetFormatError(path, f"malformed CSV ({err}) in the record starting on line {start_line} (an unterminated quote?)",
+                                 record=len(rows)) from None
+    columns = set(rows[0]) if rows else set()
     if not rows:
         raise DatasetFormatError(path, "no rows")
     if "text" not in columns:

@@ -53,7 +53,7 @@ def read_records(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    raw = path.read_text(encoding="utf-8")
+    raw = read_utf8(path)
     if not raw.strip():
         raise DatasetFormatError(path, "file is empty")
     if path.suffix != ".jsonl":
@@ -72,6 +72,18 @@ def read_records(path: str | Path) -> Any:
         except json.JSONDecodeError as err:
             raise DatasetFormatError(path, f"invalid JSON on line {lineno}: {err.msg}", record=len(records)) from err
     return records
+
+
+def read_utf8(path: Path, encoding: str = "utf-8") -> str:
+    """A text file's content; bytes that are not UTF-8 are a :class:`DatasetFormatError` naming
+    the file, the line and the byte offset."""
+    data = path.read_bytes()
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise DatasetFormatError(path, f"not UTF-8 text: byte 0x{data[err.start]:02x} on line {line} (byte offset {err.start}); "
+                                       "re-save the file as UTF-8") from None
 
 
 def _parses(line: str) -> bool:

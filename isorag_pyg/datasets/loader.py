@@ -19,26 +19,45 @@ def sibling_corpus_path(questions_path: Path) -> Path | None:
 
 
 def build_corpus(raw: list[RawPassage], source: str | Path, report: MatchReport, id_offset: int = 0) -> list[Passage]:
-    """De-duplicate by (title, text), keep given ids when every record has one (else number the
-    passages from ``id_offset``)."""
-    use_given_ids = all(p.id is not None for p in raw)
-    seen_keys: set[tuple[str, str]] = set()
+    """De-duplicate by (title, text) and keep the given ids; passages without ids are numbered
+    from ``id_offset``. Records with and without ids in one source are an error naming the
+    first record of the fewer kind; identical passages under two ids are logged and listed in
+    ``report.duplicate_ids`` as (kept id, dropped id)."""
+    check_ids_all_or_none(raw, source)
+    use_given_ids = bool(raw) and raw[0].id is not None
+    seen_keys: dict[tuple[str, str], str] = {}
     seen_ids: dict[str, int] = {}
     corpus: list[Passage] = []
     for i, p in enumerate(raw):
         key = (p.title, p.text)
         if key in seen_keys:
             report.duplicate_passages += 1
+            if use_given_ids and p.id != seen_keys[key]:
+                report.duplicate_ids.append((seen_keys[key], p.id))
             continue
-        seen_keys.add(key)
         pid = p.id if use_given_ids else str(id_offset + len(corpus))
         if pid in seen_ids:
             raise DatasetFormatError(source, f"duplicate passage id {pid!r} (first at record {seen_ids[pid]})", record=i, field="id")
+        seen_keys[key] = pid
         seen_ids[pid] = i
         corpus.append(Passage(pid, p.title, p.text))
     if not corpus:
         raise DatasetFormatError(source, "corpus is empty")
+    if report.duplicate_ids:
+        log.warning("%s: %d passages identical to an earlier one under another id dropped (kept id, dropped id): %s", source,
+                    len(report.duplicate_ids), ", ".join(f"{kept!r} kept, {dropped!r} dropped" for kept, dropped in report.duplicate_ids[:10]))
     return corpus
+
+
+def check_ids_all_or_none(raw: list[RawPassage], source: str | Path) -> None:
+    """Every record carries an id, or none does: a mix is an error naming the first record of
+    the fewer kind (never a silent renumbering)."""
+    with_id = [i for i, p in enumerate(raw) if p.id is not None]
+    if 0 < len(with_id) < len(raw):
+        without = [i for i, p in enumerate(raw) if p.id is None]
+        minority, kind = (with_id, "has an id") if len(with_id) <= len(without) else (without, "has no id")
+        raise DatasetFormatError(source, f"{kind}, unlike {len(raw) - len(minority)} of the {len(raw)} records: give every "
+                                         "passage an id or none (then ids are assigned)", record=minority[0], field="id")
 
 
 class _GoldMatcher:

@@ -41,6 +41,7 @@ class MatchReport:
     unmatched: list[tuple[str, str]] = field(default_factory=list)
     unmatched_context: int = 0
     duplicate_passages: int = 0
+    duplicate_ids: list[tuple[str, str]] = field(default_factory=list)  # (kept id, dropped id) of identical passages
 
     def summary(self) -> dict[str, int]:
         return {

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS, load_corpus, tokenizer_counter
+from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS, MAX_PASSAGE_CHARS, load_corpus, tokenizer_counter
 from isorag_pyg.datasets.formats import RawPassage
 from isorag_pyg.datasets.loader import build_corpus
 from isorag_pyg.datasets.types import MatchReport, Passage
@@ -17,12 +17,14 @@ from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, resolve_model
 log = logging.getLogger(__name__)
 
 
-def read_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, encoder: str | None = DEFAULT_ENCODER) -> list[Passage]:
+def read_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, encoder: str | None = DEFAULT_ENCODER,
+                id_offset: int = 0) -> list[Passage]:
     """Passages from a JSON / JSON-lines / CSV file, any dataset file, or a folder of
     ``.txt`` / ``.md`` documents split at paragraphs into at most ``max_tokens`` tokens of
-    ``encoder``'s tokenizer (``None``: words). Skipped files are counted and logged."""
+    ``encoder``'s tokenizer (``None``: words). Skipped files are counted and logged; records
+    without ids are numbered from ``id_offset`` (to add them to an index: its ``next_id``)."""
     counter = tokenizer_counter(resolve_model(encoder)) if encoder is not None and Path(path).is_dir() else None
-    passages, _ = load_corpus(path, max_tokens, counter)
+    passages, _ = load_corpus(path, max_tokens, counter, id_offset)
     return passages
 
 
@@ -37,10 +39,11 @@ def corpus_hash(passages: Iterable[Passage]) -> str:
     return digest.hexdigest()
 
 
-def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int = 0) -> list[Passage]:
-    """Passages from ``Passage`` objects or dicts with ``text`` (and ``title``, ``id``): empty texts
-    and conflicting ids are errors, identical (title, text) pairs are merged (and logged); without
-    ids, passages are numbered from ``id_offset``."""
+def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int = 0, report: MatchReport | None = None) -> list[Passage]:
+    """Passages from ``Passage`` objects or dicts with ``text`` (and ``title``, ``id``): empty texts,
+    texts over :data:`MAX_PASSAGE_CHARS`, conflicting ids and a mix of passages with and without
+    ids are errors; identical (title, text) pairs are merged (logged, and listed in ``report``);
+    without ids, passages are numbered from ``id_offset``."""
     if not passages:
         raise ValueError("cannot build an index over no passages")
     raw = []
@@ -55,7 +58,10 @@ def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int 
     for i, p in enumerate(raw):
         if not p.text:
             raise ValueError(f"passage {i} ({p.id or p.title!r}) has an empty text")
-    report = MatchReport()
+        if len(p.text) > MAX_PASSAGE_CHARS:
+            raise ValueError(f"passage {i} ({p.id or p.title!r}) has {len(p.text)} characters, over the limit of {MAX_PASSAGE_CHARS}: "
+                             "split it (isorag_pyg.datasets.corpus_files.split_passages, or read it with ISORAGIndex.read_corpus)")
+    report = report if report is not None else MatchReport()
     corpus = build_corpus(raw, "passages", report, id_offset)
     if report.duplicate_passages:
         log.warning("%d duplicate passages (same title and text) merged", report.duplicate_passages)

@@ -9,6 +9,7 @@ from typing import Any
 from torch import Tensor
 from torch_geometric.data import Data
 
+from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.training.config import FThetaConfig
 
@@ -45,3 +46,13 @@ def adopt_f_theta(encoder: PoincareEncoder, embeddings: Tensor, curvature: float
     encoder = encoder.eval()
     info = {"config": None, "metrics": None, "checkpoint": None, "architecture": _architecture(encoder)}
     return FTheta(encoder, encoder.embed_all(embeddings.float()), info)
+
+
+def check_phi_spec(spec: PhiSpec, curvature: float, z: Tensor | None) -> None:
+    """``ValueError`` unless φ under ``spec`` can come from coordinates ``z`` of an f_θ trained in
+    a ball of ``curvature``."""
+    if spec.curvature != curvature and spec.needs_coordinates:
+        raise ValueError(f"f_θ was trained in a ball of curvature {curvature}, not {spec.curvature}")
+    if spec.needs_coordinates and z is None:
+        raise ValueError(f"φ with p = {spec.p} needs f_θ's coordinates, and this index has none (built with p = 0); "
+                         "rebuild it with f_θ or use p = 0")

@@ -23,7 +23,9 @@ from isorag_pyg.index.answers import RetrievedPassage, explained, retrieved_pass
 from isorag_pyg.index.build import build_index
 from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.corpus import read_corpus
-from isorag_pyg.index.f_theta import FTheta, adopt_f_theta, train_f_theta
+from isorag_pyg.index.f_theta import FTheta, adopt_f_theta, check_phi_spec, train_f_theta
+from isorag_pyg.index.ids import next_number
+from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S
 from isorag_pyg.index.passages import PassageStore
 from isorag_pyg.index.registry import check_retriever_name, make_retriever
 from isorag_pyg.index.storage import StoredANN, ann_info, index_manifest, load_index, save_index
@@ -67,12 +69,13 @@ class ISORAGIndex:
     def __init__(self, *, contents: IndexContents, encoder: dict[str, Any], phi: PhiSpec, graph_spec: dict[str, Any],
                  f_theta: PoincareEncoder | None = None, f_theta_info: dict[str, Any] | None = None,
                  knobs: Mapping[str, Mapping[str, Any]] | None = None, created: str | None = None,
-                 ann: ANNIndex | StoredANN | None = None):
+                 ann: ANNIndex | StoredANN | None = None, next_id: int | None = None, origin: tuple[Path, int] | None = None):
         self.contents, self.encoder_spec, self.phi, self.graph_spec = contents, encoder, phi, graph_spec
         self.f_theta, self.f_theta_info = f_theta, f_theta_info
         self.knobs: dict[str, dict[str, Any]] = {name: dict(values) for name, values in (knobs or {}).items()}
         self.created = created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         self._ann = ann
+        self._next_id, self.origin = next_id, origin  # origin: see generation
         self._encoder: TextEncoder | None = None
         self._drop_caches()
 
@@ -92,8 +95,17 @@ class ISORAGIndex:
     corpus_hash: str = _content("corpus_hash")
 
     @property
-    def leak(self) -> bool:
-        return bool(self.statistics.get("leak", False))
+    def next_id(self) -> int:
+        """The number the next passage added without an id gets (see :mod:`~isorag_pyg.index.ids`)."""
+        self._next_id = next_number(self.passages.ids) if self._next_id is None else self._next_id
+        return self._next_id
+
+    @property
+    def generation(self) -> int:
+        """The version ``origin[1]`` of the directory ``origin[0]`` this index was loaded from or saved to (0: neither)."""
+        return self.origin[1] if self.origin is not None else 0
+
+    leak: bool = property(lambda self: bool(self.statistics.get("leak", False)), doc="Whether the graph was built from the evaluated questions.")
 
     def __len__(self) -> int:
         return len(self.passages)
@@ -113,12 +125,14 @@ class ISORAGIndex:
     def _fields(self) -> dict[str, Any]:
         """The constructor arguments that reproduce this index (what :meth:`save` writes)."""
         return {"contents": self.contents, "encoder": self.encoder_spec, "phi": self.phi, "graph_spec": self.graph_spec,
-                "f_theta": self.f_theta, "f_theta_info": self.f_theta_info, "knobs": self.knobs, "created": self.created, "ann": self._ann}
+                "f_theta": self.f_theta, "f_theta_info": self.f_theta_info, "knobs": self.knobs, "created": self.created, "ann": self._ann,
+                "next_id": self.next_id}
 
-    def save(self, directory: str | Path) -> Path:
-        """Write the index to ``directory`` atomically (a crash leaves any previous index there
-        intact); the files are :mod:`~isorag_pyg.index.storage`'s."""
-        return save_index(directory, **self._fields())
+    def save(self, directory: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> Path:
+        """Write the index to ``directory`` atomically (a crash leaves any previous index there intact)
+        under its writer lock, waiting up to ``lock_timeout`` s; see :func:`~isorag_pyg.index.storage.save_index`."""
+        self.origin = save_index(directory, lock_timeout, self.origin, **self._fields())
+        return Path(directory)
 
     @classmethod
     def load(cls, directory: str | Path, verify: bool = True) -> ISORAGIndex:
@@ -160,22 +174,16 @@ class ISORAGIndex:
 
     def log_phi_for(self, spec: PhiSpec) -> Tensor:
         """φ under another recipe (e.g. ``p = 0`` as a control), from the stored coordinates."""
-        if spec.curvature != self.phi.curvature and spec.needs_coordinates:
-            raise ValueError(f"f_θ was trained in a ball of curvature {self.phi.curvature}, not {spec.curvature}")
-        if spec not in self._phi_variants:
-            if spec.needs_coordinates and self.z is None:
-                raise ValueError(f"φ with p = {spec.p} needs f_θ's coordinates, and this index has none (built with p = 0); "
-                                 "rebuild it with f_θ or use p = 0")
+        if spec not in self._phi_variants or spec.curvature != self.phi.curvature:
+            check_phi_spec(spec, self.phi.curvature, self.z)
             self._phi_variants[spec] = log_phi_from_ball(self.graph.edge_index, self.z, spec, num_nodes=self.graph.num_nodes)
         return self._phi_variants[spec]
 
     def set_ann(self, kind: str, params: Mapping[str, int] | None = None) -> None:
-        """Build the approximate nearest-neighbour index that ISO-RAG (and its ablations) and
-        dense take their candidates from, kept by :meth:`save`: FAISS ``"hnsw"`` (``M``,
-        ``ef_construction``, ``ef_search``) or ``"ivf"`` (``nlist``, ``nprobe``, ``train_size``,
-        ``seed``), or ``"exact"`` to scan every passage again (default parameters:
-        :data:`~isorag_pyg.retrieval.ann.DEFAULT_PARAMS`). ``kind`` has no default: an index is
-        built exact unless asked otherwise, and this call is the asking."""
+        """Build the ANN index ISO-RAG, its ablations and dense take candidates from (kept by :meth:`save`):
+        FAISS ``"hnsw"`` (``M``, ``ef_construction``, ``ef_search``) or ``"ivf"`` (``nlist``, ``nprobe``,
+        ``train_size``, ``seed``), or ``"exact"`` to scan every passage again (defaults:
+        :data:`~isorag_pyg.retrieval.ann.DEFAULT_PARAMS`). ``kind`` has no default: this call is the asking."""
         check_ann(kind, params)
         self._ann = None if kind == "exact" else ANNIndex.build(self.embeddings, kind, params)
 
@@ -219,16 +227,10 @@ class ISORAGIndex:
         return self._retrieval_graphs[device]
 
     def retriever(self, name: str = "iso", device: str | torch.device = "auto", **knobs: Any) -> Retriever:
-        """A retriever over this index by name (:data:`~isorag_pyg.index.registry.RETRIEVERS`):
-        ``iso`` (ISO-RAG), its φ ablations ``iso_uniform``, ``iso_shuffled``, ``iso_random``, or
-        the baselines ``dense``, ``bm25``, ``ppr``.
-
-        Knobs are the fields of the retriever's dataclass in :mod:`isorag_pyg.knobs`; those not
-        given come from the knobs stored in the index (:meth:`set_knobs`), then the dataclass
-        defaults. ISO-RAG also takes ``p``, ``eps`` and ``shell_floor``, which override the
-        index's φ recipe for this retriever. ISO-RAG, its ablations and dense take their
-        candidates from the index's :attr:`ann`.
-        """
+        """A retriever over this index by name (:data:`~isorag_pyg.index.registry.RETRIEVERS`:
+        ``iso``, its φ ablations ``iso_uniform``, ``iso_shuffled``, ``iso_random``, baselines
+        ``dense``, ``bm25``, ``ppr``); knobs not given come from :meth:`set_knobs`, then the
+        dataclass defaults (see :func:`~isorag_pyg.index.registry.make_retriever`)."""
         return make_retriever(self, name, self.knobs, knobs, device, self._retrievers)
 
     def set_knobs(self, name: str, knobs: Mapping[str, Any]) -> None:
@@ -261,20 +263,19 @@ class ISORAGIndex:
 
     # ----------------------------------------------------------------------------- updates
     def _updatable(self) -> Updatable:
-        return Updatable(self.contents, self.graph_spec, self.phi, self.f_theta, self.ann)
+        return Updatable(self.contents, self.graph_spec, self.phi, self.f_theta, self.ann, self.next_id)
 
     def _take_update(self, contents: IndexContents, ann: ANNIndex | None) -> None:
-        self.contents, self._ann = contents, ann
+        next_id = next_number(contents.passages.ids, self.next_id)  # counted before removed ids are gone
+        self.contents, self._ann, self._next_id = contents, ann, next_id
         self._drop_caches()
 
     def add(self, passages: Sequence[Passage | Mapping[str, Any]], refit: FThetaConfig | None = None,
             encoder: TextEncoder | None = None) -> UpdateReport:
-        """Append passages: embedded with the index's encoder (cached; or ``encoder``, e.g. the
-        same model on a GPU, checked against the recorded fingerprint), linked by the graph
-        builders in both directions, placed in the ball by the stored f_θ (``refit`` trains f_θ
-        again on the new graph instead), with φ recomputed around them. Equals a rebuild over
-        the same passages with the same f_θ. A conflicting id is an error; a passage identical
-        to one in the index is skipped (counted)."""
+        """Append passages (see :func:`~isorag_pyg.index.update.added`): embedded with the index's encoder
+        (or ``encoder``, e.g. the same model on a GPU, checked against the recorded fingerprint), placed
+        in the ball by the stored f_θ (``refit`` trains f_θ again instead). Equals a rebuild over the same
+        passages with the same f_θ; ids without a passage's own are numbered from :attr:`next_id`."""
 
         def encode(texts: list[str]) -> Tensor:
             model = encoder or encoder_from_spec(self.encoder_spec, show_progress=False)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -25,9 +26,12 @@ def write_passages(passages: Iterable[Passage], path: Path) -> Tensor:
 
 class PassageStore(Sequence[Passage]):
     """Passages by corpus row: a list in memory, or a JSON-lines file read on demand through
-    ``mmap`` with its byte ``offsets`` (a million passages open without parsing them)."""
+    ``mmap`` with its byte ``offsets`` (a million passages open without parsing them). The file
+    is mapped when the store is made (from ``read_from``, default ``path``; errors name
+    ``path``), so a later save that replaces it never changes what this store reads."""
 
-    def __init__(self, passages: list[Passage] | None = None, path: Path | None = None, offsets: Tensor | None = None):
+    def __init__(self, passages: list[Passage] | None = None, path: Path | None = None, offsets: Tensor | None = None,
+                 read_from: Path | None = None):
         if (passages is None) == (path is None):
             raise ValueError("give either passages or a path with offsets")
         self._list = passages
@@ -37,16 +41,17 @@ class PassageStore(Sequence[Passage]):
         if path is not None:
             if offsets is None or offsets.dim() != 1 or offsets.numel() < 1:
                 raise ValueError(f"{path}: passage offsets missing or malformed")
-            if int(offsets[-1]) != path.stat().st_size:
-                raise ValueError(f"{path}: {path.stat().st_size} bytes, but the offsets end at {int(offsets[-1])}")
+            with (read_from or path).open("rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if int(offsets[-1]) != size:
+                    raise ValueError(f"{path}: {size} bytes, but the offsets end at {int(offsets[-1])}")
+                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
 
     def __len__(self) -> int:
         return len(self._list) if self._list is not None else self._offsets.numel() - 1
 
     def _line(self, row: int) -> Passage:
-        if self._map is None:
-            with self._path.open("rb") as handle:
-                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if self._path.stat().st_size else None
+        assert self._map is not None  # offsets rise strictly: a row has bytes
         start, stop = int(self._offsets[row]), int(self._offsets[row + 1])
         try:
             record = json.loads(self._map[start:stop])

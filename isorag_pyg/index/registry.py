@@ -119,7 +119,12 @@ def resolve_knobs(name: str, stored: Mapping[str, Mapping[str, Any]], given: Map
 def make_retriever(source: RetrieverSource, name: str, stored: Mapping[str, Mapping[str, Any]], given: Mapping[str, Any],
                    device: str | torch.device, cache: dict[tuple[str, Knobs], Retriever]) -> Retriever:
     """The retriever ``name`` over ``source`` with :func:`resolve_knobs`'s knobs; kinds marked
-    ``cached`` are kept in ``cache``."""
+    ``cached`` are kept in ``cache``.
+
+    Knobs are the fields of the retriever's dataclass in :mod:`isorag_pyg.knobs`; those not
+    given come from the knobs stored in the index, then the dataclass defaults. ISO-RAG also
+    takes ``p``, ``eps`` and ``shell_floor``, which override the index's φ recipe for this
+    retriever. ISO-RAG, its ablations and dense take their candidates from the index's ANN index."""
     knobs, phi_changes = resolve_knobs(name, stored, given)
     kind = REGISTRY[name]
     if kind.cached and (name, knobs) in cache:

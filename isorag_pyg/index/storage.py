@@ -1,7 +1,8 @@
-"""An index directory on disk, saved and loaded side by side: a JSON manifest with a checksum of
-every file, written atomically, beside ``passages.jsonl``, ``tensors.safetensors`` and, with f_θ,
-``f_theta.safetensors``, with an ANN index ``ann.safetensors``, with an entity graph
-``entities.json`` (its entity nodes' names, rows after the passages).
+"""An index saved to and loaded from its directory (:mod:`~isorag_pyg.index.directory`): a JSON
+manifest with a checksum of every file, written atomically under the directory's writer lock,
+beside ``passages.jsonl``, ``tensors.safetensors`` and, with f_θ, ``f_theta.safetensors``, with an
+ANN index ``ann.safetensors``, with an entity graph ``entities.json`` (its entity nodes' names,
+rows after the passages).
 
 Nothing here unpickles: tensors are safetensors, passages JSON lines, the manifest JSON, so
 opening an index from an untrusted source never executes code. The checksums detect corrupt,
@@ -9,14 +10,8 @@ truncated or edited files; they do not authenticate who wrote them.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import hashlib
 import json
-import os
-import shutil
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,134 +22,22 @@ from torch_geometric.data import Data
 
 from isorag_pyg.graph.entity_graph import attach_entity_nodes
 from isorag_pyg.index.contents import IndexContents
+from isorag_pyg.index.directory import _manifest_digest, read_manifest, write_index_dir
+from isorag_pyg.index.ids import next_number
+from isorag_pyg.index.layout import ANN, ENTITIES, F_THETA, FORMAT_VERSION, MANIFEST, PASSAGES, TENSORS, IndexFormatError
+from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S, check_not_stale, index_lock, read_generation
 from isorag_pyg.index.passages import PassageStore, write_passages
+from isorag_pyg.index.snapshot import OpenedVersion
+from isorag_pyg.index.validation import check_finite_weights, check_index_tensors, require_listed
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.utils.files import file_sha256
 from isorag_pyg.version import __version__
 
-#: The on-disk layout this version writes and the newest it reads.
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-TENSORS, PASSAGES, F_THETA, ANN = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors", "ann.safetensors"
-ENTITIES = "entities.json"
-
-
-class IndexFormatError(ValueError):
-    """An index directory is missing, corrupt, tampered with or of a newer format; the message
-    names the file."""
-
-    def __init__(self, path: str | Path, problem: str):
-        super().__init__(f"{path}: {problem}")
-        self.path = str(path)
-
-
-def _manifest_digest(manifest: dict[str, Any]) -> str:
-    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two directories (Linux ``renameat2(RENAME_EXCHANGE)``); ``False`` where
-    the system has no such call."""
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: the file system or kernel cannot
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-def is_index_dir(path: Path) -> bool:
-    return (path / MANIFEST).is_file()
-
-
-def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, Any]]) -> Path:
-    """Write an index to ``target`` atomically.
-
-    ``write_files(tmp_dir)`` writes the data files into a fresh sibling directory and returns the
-    manifest (without ``files``); the checksum of every file and of the manifest are added, all
-    is fsynced, and only then does the new directory take ``target``'s place (an atomic swap
-    where the system allows it). A crash before that leaves the previous index as it was.
-    ``target`` may be missing, an empty directory or an earlier index; anything else is refused.
-    """
-    target = Path(target)
-    if target.exists() and not (target.is_dir() and (is_index_dir(target) or not any(target.iterdir()))):
-        raise FileExistsError(f"{target}: exists and is not an isorag index (refusing to replace it)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        manifest = write_files(tmp)
-        files = {}
-        for path in sorted(p for p in tmp.iterdir() if p.name != MANIFEST):
-            _fsync(path)
-            files[path.name] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
-        manifest = {**manifest, "files": files}
-        manifest["manifest_sha256"] = _manifest_digest(manifest)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        _fsync(tmp / MANIFEST)
-        _fsync(tmp)
-        if not target.exists():
-            os.rename(tmp, target)
-        elif _exchange(tmp, target):
-            shutil.rmtree(tmp)  # tmp now holds the previous index
-        else:
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old)
-        _fsync(target.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
-
-
-def read_manifest(directory: str | Path, verify: bool = True) -> dict[str, Any]:
-    """The manifest of an index directory, after checking its format version, its own checksum
-    and, unless ``verify`` is ``False``, the size and SHA-256 of every file it lists (sizes are
-    always checked)."""
-    directory = Path(directory)
-    path = directory / MANIFEST
-    if not directory.is_dir():
-        raise IndexFormatError(directory, "no such index directory")
-    if not path.is_file():
-        raise IndexFormatError(path, "missing: not an isorag index directory")
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise IndexFormatError(path, f"not valid JSON ({err})") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("format_version"), int):
-        raise IndexFormatError(path, "no format_version: not an isorag index manifest")
-    if manifest["format_version"] > FORMAT_VERSION:
-        raise IndexFormatError(path, f"index format {manifest['format_version']} is newer than this isorag_pyg reads "
-                                     f"({FORMAT_VERSION}); upgrade isorag_pyg")
-    if manifest.get("manifest_sha256") != _manifest_digest(manifest):
-        raise IndexFormatError(path, "checksum mismatch: the manifest was edited or corrupted")
-    for name, expected in manifest.get("files", {}).items():
-        file = directory / name
-        if not file.is_file():
-            raise IndexFormatError(file, "missing")
-        if file.stat().st_size != expected["bytes"]:
-            raise IndexFormatError(file, f"size {file.stat().st_size} bytes, the manifest says {expected['bytes']} (truncated or replaced)")
-        if verify and file_sha256(file) != expected["sha256"]:
-            raise IndexFormatError(file, "checksum mismatch (corrupted or tampered with)")
-    return manifest
+#: Re-exported: what callers and tests take from here.
+__all__ = ["FORMAT_VERSION", "MANIFEST", "IndexFormatError", "_manifest_digest", "file_sha256", "load_index", "read_manifest",
+           "save_index", "write_index_dir"]
 
 
 @dataclass(frozen=True)
@@ -164,11 +47,15 @@ class StoredANN:
     path: Path
     kind: str
     params: dict[str, Any]
+    handle: Any = None  # the file of the version the index was opened from (read through /proc/self/fd)
 
     def open(self, num_passages: int, dim: int) -> ANNIndex:
         """The index, checked against the passages it must cover."""
+        source = self.path
+        if self.handle is not None and not self.handle.closed and Path("/proc/self/fd").is_dir():
+            source = Path(f"/proc/self/fd/{self.handle.fileno()}")
         try:
-            ann = ANNIndex.load(self.path)
+            ann = ANNIndex.load(source)
         except Exception as err:  # noqa: BLE001 - safetensors' or FAISS's own errors
             raise IndexFormatError(self.path, f"unreadable ANN index ({err})") from None
         if (ann.kind, ann.num_passages, ann.dim) != (self.kind, num_passages, dim):
@@ -184,7 +71,7 @@ def ann_info(ann: ANNIndex | StoredANN | None) -> dict[str, Any]:
 
 def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpec, graph_spec: dict[str, Any],
                    f_theta_info: dict[str, Any] | None, knobs: dict[str, dict[str, Any]], created: str,
-                   ann: ANNIndex | StoredANN | None, **_: Any) -> dict[str, Any]:
+                   ann: ANNIndex | StoredANN | None, next_id: int | None = None, **_: Any) -> dict[str, Any]:
     """What :func:`save_index` records about an index (without the file checksums); takes the
     index's constructor arguments."""
     return {
@@ -201,12 +88,20 @@ def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpe
         "counts": {"passages": len(contents.passages), "entities": len(getattr(contents.graph, "entity_names", [])),
                    "edges": int(contents.graph.edge_index.size(1)), "dim": int(contents.embeddings.size(1))},
         "corpus_hash": contents.corpus_hash,
+        "next_id": next_number(contents.passages.ids) if next_id is None else next_id,
     }
 
 
-def save_index(directory: str | Path, **fields: Any) -> Path:
+def save_index(directory: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S, origin: tuple[Path, int] | None = None,
+               **fields: Any) -> tuple[Path, int]:
     """Write an index, given as its constructor arguments, to ``directory`` atomically (see
-    :func:`write_index_dir`)."""
+    :func:`~isorag_pyg.index.directory.write_index_dir`) and return its new ``origin``: the
+    resolved directory and the version (``generation``) saved there.
+
+    Holds the directory's writer lock (waiting up to ``lock_timeout`` seconds for another
+    writer, then :class:`~isorag_pyg.index.locking.IndexLockTimeout`). Saving back to
+    ``origin``'s directory is refused with :class:`~isorag_pyg.index.locking.StaleIndexError`
+    if another writer saved a version there after ``origin``'s."""
     contents: IndexContents = fields["contents"]
     ann, f_theta = fields["ann"], fields["f_theta"]
     if isinstance(ann, StoredANN):
@@ -231,63 +126,69 @@ def save_index(directory: str | Path, **fields: Any) -> Path:
             (tmp / ENTITIES).write_text(json.dumps(names, ensure_ascii=False))
         return index_manifest(**{**fields, "ann": ann})
 
-    return write_index_dir(directory, write)
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with index_lock(directory, lock_timeout):
+        if origin is not None and origin[0] == directory.resolve():
+            check_not_stale(directory, origin[1])
+        write_index_dir(directory, write, lock_timeout)
+        return directory.resolve(), read_generation(directory)
 
 
 def load_index(directory: str | Path, verify: bool = True) -> dict[str, Any]:
-    """The constructor arguments of the index saved in ``directory``. Every file's size is checked
-    and, unless ``verify`` is ``False``, its SHA-256; tensors are memory-mapped. Raises
+    """The constructor arguments of the index saved in ``directory``, read from the one version
+    there when it was opened, whatever writers do meanwhile (:mod:`~isorag_pyg.index.snapshot`).
+    Every file's size is checked and, unless ``verify`` is ``False``, its SHA-256; the manifest's
+    schema and the tensors' shapes, types and ranges are validated
+    (:mod:`~isorag_pyg.index.validation`); tensors are memory-mapped. Raises
     :class:`IndexFormatError` naming the file for anything missing, corrupt or too new."""
     directory = Path(directory)
-    manifest = read_manifest(directory, verify)
-    try:
-        return _read_files(directory, manifest)
-    except IndexFormatError:
-        raise
-    except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise IndexFormatError(directory, f"inconsistent index ({err})") from None
+    with OpenedVersion(directory) as version:
+        manifest = read_manifest(directory, verify, version)
+        try:
+            fields = _read_files(directory, manifest, version)
+        except IndexFormatError:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise IndexFormatError(directory, f"inconsistent index ({err})") from None
+    return {**fields, "origin": (directory.resolve(), manifest.get("generation", 0))}
 
 
-def _read_files(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    tensors = _load_tensors(directory / TENSORS)
-    counts = manifest["counts"]
-    n, dim = int(counts["passages"]), int(counts["dim"])
-    num_nodes = n + int(counts.get("entities", 0))  # an entity graph's entity nodes follow the passages
-    expected = {"embeddings": (n, dim), "passage_offsets": (n + 1,), "log_phi": (num_nodes,), "edge_index": (2, int(counts["edges"]))}
-    for key, shape in expected.items():
-        if key not in tensors or tuple(tensors[key].shape) != shape:
-            raise IndexFormatError(directory / TENSORS, f"'{key}' missing or not of shape {shape}")
-    edge_index = tensors["edge_index"]
-    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
-        raise IndexFormatError(directory / TENSORS, "edge_index refers to entity nodes or passages that do not exist")
-    graph = Data(x=tensors["embeddings"], edge_index=edge_index, edge_weight=tensors["edge_weight"],
+def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersion) -> dict[str, Any]:
+    info = manifest.get("f_theta")
+    ann = manifest.get("ann", ann_info(None))
+    counts, statistics = manifest["counts"], manifest["graph"]["statistics"]
+    n, dim, entities = counts["passages"], counts["dim"], counts.get("entities", 0)  # entity nodes follow the passages
+    require_listed(directory / MANIFEST, manifest, [TENSORS, PASSAGES] + ([F_THETA] if info is not None else [])
+                   + ([ANN] if ann["kind"] != "exact" else []) + ([ENTITIES] if entities else []))
+    tensors = _load_tensors(version.path(TENSORS), directory / TENSORS)
+    builders = list(statistics.get("builders", manifest["graph"]["builders"]))
+    check_index_tensors(directory / TENSORS, tensors, n, dim, counts["edges"], len(builders), manifest["files"][PASSAGES]["bytes"],
+                        info["architecture"]["out_dim"] if info is not None else None, float(manifest["phi"].get("curvature", 1.0)), entities)
+    graph = Data(x=tensors["embeddings"], edge_index=tensors["edge_index"], edge_weight=tensors["edge_weight"],
                  edge_source=tensors["edge_source"], num_nodes=n)
-    attach_entity_nodes(graph, json.loads((directory / ENTITIES).read_text()) if num_nodes > n else [])
+    attach_entity_nodes(graph, json.loads(version.path(ENTITIES).read_text()) if entities else [])
     phi = PhiSpec(**manifest["phi"])
-    f_theta, info = None, manifest.get("f_theta")
+    f_theta = None
     if info is not None:
         arch = info["architecture"]
         f_theta = PoincareEncoder(arch["in_dim"], arch["out_dim"], arch["hidden_dim"], phi.curvature)
-        f_theta.load_state_dict(_load_tensors(directory / F_THETA))
+        weights = _load_tensors(version.path(F_THETA), directory / F_THETA)
+        check_finite_weights(directory / F_THETA, weights)
+        f_theta.load_state_dict(weights)
         f_theta.eval()
-        if "z" not in tensors or tuple(tensors["z"].shape) != (num_nodes, arch["out_dim"]):
-            raise IndexFormatError(directory / TENSORS, f"'z' missing or not of shape {(num_nodes, arch['out_dim'])}")
-    ann = manifest.get("ann", ann_info(None))
-    stored_ann = None
-    if ann["kind"] != "exact":
-        if ANN not in manifest.get("files", {}):
-            raise IndexFormatError(directory / ANN, f"missing: the manifest names a {ann['kind']} ANN index")
-        stored_ann = StoredANN(directory / ANN, ann["kind"], ann["params"])
-    contents = IndexContents(PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"]), tensors["embeddings"], graph,
-                             tensors["log_phi"], manifest["graph"]["statistics"], manifest["corpus_hash"], tensors.get("z"),
-                             tensors.get("knn_edges"))
+    stored_ann = None if ann["kind"] == "exact" else StoredANN(directory / ANN, ann["kind"], ann["params"], version.keep(ANN))
+    passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"], read_from=version.path(PASSAGES))
+    contents = IndexContents(passages, tensors["embeddings"], graph, tensors["log_phi"], statistics, manifest["corpus_hash"],
+                             tensors.get("z"), tensors.get("knn_edges"))
     return {"contents": contents, "encoder": manifest["encoder"], "phi": phi, "graph_spec": manifest["graph"]["builders"],
             "f_theta": f_theta, "f_theta_info": info, "knobs": manifest.get("knobs", {}), "created": manifest.get("created"),
-            "ann": stored_ann}
+            "ann": stored_ann, "next_id": manifest.get("next_id")}
 
 
-def _load_tensors(path: Path) -> dict[str, Tensor]:
+def _load_tensors(path: Path, shown: Path | None = None) -> dict[str, Tensor]:
+    """A safetensors file read from ``path`` (errors name ``shown``, default ``path``)."""
     try:
         return load_file(path)
     except Exception as err:  # noqa: BLE001 - safetensors' own errors: truncated header, bad offsets...
-        raise IndexFormatError(path, f"unreadable safetensors file ({err})") from None
+        raise IndexFormatError(shown or path, f"unreadable safetensors file ({err})") from None

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from isorag_pyg.datasets.types import Passage
+from isorag_pyg.datasets.types import MatchReport, Passage
 from isorag_pyg.graph import GraphEdges, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.builders import knn
 from isorag_pyg.graph.corpus_graph import named_edge_difference
@@ -49,6 +49,7 @@ class UpdateReport:
     added: int = 0
     removed: int = 0
     duplicates_skipped: int = 0
+    duplicate_ids: list[tuple[str, str]] = field(default_factory=list)  # (kept id, dropped id): same text, another id
     edges_added: int = 0
     edges_removed: int = 0
     phi_recomputed: int = 0
@@ -56,19 +57,23 @@ class UpdateReport:
 
     def summary(self) -> str:
         ann = "" if self.ann == "none" else f"; ANN index {self.ann}"
-        return (f"{self.added} passages added, {self.removed} removed, {self.duplicates_skipped} duplicates skipped; "
+        shown = ", ".join(f"{kept!r} kept, {dropped!r} dropped" for kept, dropped in self.duplicate_ids[:10])
+        same = f" (same text under two ids: {shown}{', ...' if len(self.duplicate_ids) > 10 else ''})" if shown else ""
+        return (f"{self.added} passages added, {self.removed} removed, {self.duplicates_skipped} duplicates skipped{same}; "
                 f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} passages{ann}")
 
 
 @dataclass(frozen=True)
 class Updatable:
-    """The parts of an index an update reads: its contents, graph builders, φ recipe, f_θ and ANN."""
+    """The parts of an index an update reads: its contents, graph builders, φ recipe, f_θ, ANN and
+    the number the next passage without an id gets (:mod:`~isorag_pyg.index.ids`)."""
 
     contents: IndexContents
     graph_spec: Mapping[str, Mapping[str, Any]]
     phi: PhiSpec
     f_theta: PoincareEncoder | None
     ann: ANNIndex | None
+    next_id: int
 
 
 def check_updatable(graph_spec: Mapping[str, Any]) -> None:
@@ -80,17 +85,23 @@ def check_updatable(graph_spec: Mapping[str, Any]) -> None:
 def added(index: Updatable, passages: Sequence[Passage | Mapping[str, Any]],
           encode: Callable[[list[str]], Tensor]) -> tuple[IndexContents, ANNIndex | None, UpdateReport]:
     """The contents and ANN index after appending ``passages`` (their texts embedded by
-    ``encode``, called only when there is something new): a conflicting id is an error, a
-    passage identical to one in the index is skipped (counted)."""
+    ``encode``, called only when there is something new). Passages without ids are numbered
+    from ``index.next_id`` (a counter that never repeats an id); a conflicting id is an error; a
+    passage identical to one in the index is skipped and counted, with its id and the kept one
+    in ``report.duplicate_ids``."""
     check_updatable(index.graph_spec)
     existing = index.contents.passages
-    corpus = as_passages(passages, id_offset=len(existing))
-    known = {(p.title, p.text) for p in existing}
+    merged = MatchReport()
+    corpus = as_passages(passages, id_offset=index.next_id, report=merged)
+    known = {(p.title, p.text): p.id for p in existing}
     fresh = [p for p in corpus if (p.title, p.text) not in known]
     for p in fresh:
         if existing.row_of(p.id) is not None:
             raise ValueError(f"passage id {p.id!r} is already in the index (give new passages ids of their own)")
-    report = UpdateReport(added=len(fresh), duplicates_skipped=len(corpus) - len(fresh))
+    assigned = {p.id for p in corpus if p.id.isdigit() and int(p.id) >= index.next_id}  # numbered here, not given
+    report = UpdateReport(added=len(fresh), duplicates_skipped=len(corpus) - len(fresh) + merged.duplicate_passages)
+    report.duplicate_ids = merged.duplicate_ids + [(known[(p.title, p.text)], p.id) for p in corpus if (p.title, p.text) in known
+                                                   and known[(p.title, p.text)] != p.id and p.id not in assigned]
     if not fresh:
         return index.contents, index.ann, report
     x = torch.cat([index.contents.embeddings.float(), encode([p.content for p in fresh])])

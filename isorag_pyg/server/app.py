@@ -1,12 +1,15 @@
-"""The HTTP API (FastAPI): ``POST /retrieve``, ``GET /health``, ``GET /info``.
+"""The HTTP API (FastAPI): ``POST /retrieve``, ``POST /reload``, ``GET /health``, ``GET /info``.
 
 Every bad request gets a 4xx whose JSON body is ``{"detail": "<one-line message>"}``:
 malformed JSON 400, a body over the size limit 413, anything else wrong with the request 422;
-an overloaded or stopping server answers 503.
+an overloaded or stopping server answers 503. Answers carry the index version that produced them
+in the ``X-Index-Version`` header.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,9 +25,12 @@ from isorag_pyg.index.answers import answer_json
 from isorag_pyg.index.registry import check_retriever_name
 from isorag_pyg.retrieval.types import check_questions
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
-from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
+from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
+from isorag_pyg.server.reloading import Served, ServedIndex
 from isorag_pyg.server.settings import ServerSettings
 from isorag_pyg.version import __version__
+
+log = logging.getLogger(__name__)
 
 #: The counters ``GET /health`` reports (see :class:`RetrievalEngine`).
 STATS = ("requests", "questions", "batches", "encoder_calls", "retrieval_calls", "encode_seconds", "retrieval_seconds",
@@ -136,27 +142,44 @@ def _validation_message(err: RequestValidationError) -> tuple[int, str]:
     return 422, "; ".join(dict.fromkeys(parts))
 
 
-def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings()) -> FastAPI:
-    """The server over a loaded index. The app owns a :class:`RetrievalEngine`
-    (``app.state.engine``, counters in ``/health``) and a :class:`MicroBatcher` feeding it,
-    started and stopped with the app's lifespan."""
+def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), verify: bool = True) -> FastAPI:
+    """The server over a loaded index. The app owns a :class:`ServedIndex` (``app.state.served``:
+    the current :class:`RetrievalEngine`, counters in ``/health``; reloaded from the directory
+    the index was loaded from) and a :class:`MicroBatcher` feeding it, started and stopped with
+    the app's lifespan (as is the manifest watch, with ``settings.watch_seconds``). A reloaded
+    version keeps the encoder (query cache included) when its fingerprint is the same."""
     if settings.query_cache:
         index.encoder = LRUQueryEncoder(index.encoder, settings.query_cache)
-    engine = RetrievalEngine(index)
-    batcher: MicroBatcher[RetrievalRequest, Hits] = MicroBatcher(engine.run, settings.batch_window_ms / 1000, settings.max_batch,
-                                                                 settings.max_pending)
+    reloadable = index.origin is not None  # loaded from a directory (the app keeps no other reference to this version)
+    served = ServedIndex(index.origin[0] if reloadable else "", RetrievalEngine(index), verify)
+    batcher: MicroBatcher[RetrievalRequest, Served] = MicroBatcher(served.run, settings.batch_window_ms / 1000, settings.max_batch,
+                                                                   settings.max_pending)
+
+    async def watch(seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                if served.changed_on_disk():
+                    log.warning("index %s: serving version %s", served.directory, (await asyncio.to_thread(served.reload))["version"])
+            except Exception as err:  # noqa: BLE001 - a bad new version: keep serving the current one
+                log.warning("index %s: not reloaded (%s); still serving version %d", served.directory, err, served.version)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         batcher.start()
+        watcher = None
+        if settings.watch_seconds is not None and reloadable:
+            watcher = asyncio.get_running_loop().create_task(watch(settings.watch_seconds))
         try:
             yield
         finally:
+            if watcher is not None:
+                watcher.cancel()
             await batcher.close()
 
     app = FastAPI(title="isorag", version=__version__, lifespan=lifespan,
                   description="ISO-RAG retrieval with dynamic micro-batching.")
-    app.state.engine, app.state.batcher, app.state.settings = engine, batcher, settings
+    app.state.served, app.state.batcher, app.state.settings = served, batcher, settings
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
 
     @app.exception_handler(RequestValidationError)
@@ -169,25 +192,40 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings()) 
         object per question, in order."""
         try:
             request = checked_request(body, settings)
-            hits = await batcher.submit(request)
+            served_hits = await batcher.submit(request)
         except BatcherUnavailable as err:
             return _error(503, str(err))
         except RequestError as err:  # the limits
             return _error(422, str(err))
         except Exception as err:  # noqa: BLE001 - any other failure answers 500, the server keeps serving
             return _error(500, f"retrieval failed: {type(err).__name__}: {err}")
-        return JSONResponse([answer_json(q, h) for q, h in zip(request.questions, hits)])
+        return JSONResponse([answer_json(q, h) for q, h in zip(request.questions, served_hits.hits)],
+                            headers={"X-Index-Version": str(served_hits.version)})
+
+    @app.post("/reload", responses={409: {}})
+    async def reload() -> JSONResponse:
+        """Serve the version of the index saved since (if any): ``{"reloaded", "version",
+        "passages"}``. Requests keep being answered meanwhile; the swap happens between batches.
+        A version that cannot be opened is a 409, and the current one keeps serving."""
+        if not reloadable:
+            return _error(409, "this server's index was not loaded from a directory: nothing to reload")
+        try:
+            return JSONResponse(await asyncio.to_thread(served.reload))
+        except Exception as err:  # noqa: BLE001 - a version that cannot be opened: keep serving the current one
+            return _error(409, f"not reloaded, still serving version {served.version}: {err}")
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         """Liveness and counters: requests, questions, batches, encoder and retrieval calls and
         their seconds, failed requests, the largest batch."""
-        stats = {key: engine.stats[key] for key in STATS}
-        return {"status": "ok", "passages": len(index), "queued": batcher.queued, "stats": stats}
+        stats = {key: served.engine.stats[key] for key in STATS}
+        return {"status": "ok", "passages": len(served.index), "version": served.version, "queued": batcher.queued, "stats": stats}
 
     @app.get("/info")
     async def info() -> dict[str, Any]:
-        """The index's manifest (encoder, graph, f_θ, φ, knobs, counts), retrievers and settings."""
-        return {"index": index.info(), "retrievers": list(RETRIEVERS), "settings": settings.to_dict()}
+        """The served version and passage count, the index's manifest (encoder, graph, f_θ, φ,
+        knobs, counts), retrievers and settings."""
+        return {"version": served.version, "passages": len(served.index), "reloads": served.reloads, "index": served.index.info(),
+                "retrievers": list(RETRIEVERS), "settings": settings.to_dict()}
 
     return app

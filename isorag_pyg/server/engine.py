@@ -48,6 +48,7 @@ class RetrievalEngine:
         self.index = index
         self.stats: Counter[str] = Counter()  # counts, and seconds (floats)
         self._retrievers: dict[str, Retriever] = {}
+        self.warm_queries: Queries | None = None
 
     def retriever(self, name: str) -> Retriever:
         """The index's retriever ``name`` with its stored knobs (built once)."""
@@ -57,8 +58,16 @@ class RetrievalEngine:
 
     def warm_up(self, retriever: str = "iso") -> None:
         """Load the encoder and prepare ``retriever`` before serving (the counters start at 0)."""
-        self._answer([RetrievalRequest(("warm-up",), 1, retriever)])
+        self.warm_queries = self.index.encode_questions(["warm-up"])
+        self.retriever(retriever).retrieve(self.warm_queries, 1)
         self.stats.clear()
+
+    def prepare(self, previous: RetrievalEngine) -> None:
+        """Build and run once the retrievers ``previous`` had, on its warm-up question (no encoder
+        call: safe while ``previous`` answers a batch on another thread)."""
+        self.warm_queries = previous.warm_queries
+        for name in list(previous._retrievers):
+            self.retriever(name).retrieve(self.warm_queries, 1)
 
     def run(self, requests: Sequence[RetrievalRequest]) -> list[Hits | Exception]:
         """Each request's hits (one list per question) or the exception that failed it."""

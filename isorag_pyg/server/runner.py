@@ -11,12 +11,16 @@ from isorag_pyg.server.settings import ServerSettings
 GRACEFUL_SHUTDOWN_S = 5
 #: Connections the kernel holds for the server before it accepts them.
 BACKLOG = 2048
+#: Seconds an idle keep-alive connection stays open between requests.
+KEEP_ALIVE_S = 5
 
 
 def bind(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` (``port`` 0: a free one), not yet listening: clients
     are refused, not left hanging, while the index and the model load. ``OSError`` when the
-    address is taken or not local."""
+    address is taken or not local; ``ValueError`` for a port outside 0-65535."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must lie between 1 and 65535 (or 0 for a free one), got {port!r}")
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -40,9 +44,11 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
     try:
         import torch
         import uvicorn
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
         from isorag_pyg.index import ISORAGIndex
         from isorag_pyg.server.app import create_app
+        from isorag_pyg.server.slow_clients import guarded_protocol
 
         if threads is not None:
             torch.set_num_threads(threads)
@@ -51,17 +57,22 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
             from isorag_pyg.encoders.spec import encoder_from_spec
 
             index.encoder = encoder_from_spec(index.encoder_spec, encoder_backend, cache_dir=None, show_progress=False)
-        app = create_app(index, settings)
-        app.state.engine.warm_up()
+        app = create_app(index, settings, verify=verify)
+        del index  # a reload frees this version: only the app's ServedIndex holds it
+        served = app.state.served
+        served.engine.warm_up()
         sock.listen(BACKLOG)  # from here on, connections wait for uvicorn instead of being refused
         bound_host, bound_port = sock.getsockname()[:2]
         url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
         batching = (f"micro-batching: window {settings.batch_window_ms:g} ms, max {settings.max_batch} questions"
                     if settings.batching else "micro-batching off")
-        print(f"isorag serve: listening on http://{url_host}:{bound_port} ({len(index)} passages; {batching}; "
-              f"{torch.get_num_threads()} torch threads; encoder backend {getattr(index.encoder, 'backend', 'torch')})", file=sys.stderr, flush=True)
+        print(f"isorag serve: listening on http://{url_host}:{bound_port} ({len(served.index)} passages, version {served.version}; "
+              f"{batching}; {torch.get_num_threads()} torch threads; encoder backend {getattr(served.index.encoder, 'backend', 'torch')})",
+              file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", backlog=BACKLOG,
-                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, timeout_keep_alive=KEEP_ALIVE_S,
+                                limit_concurrency=settings.max_connections,
+                                http=guarded_protocol(AutoHTTPProtocol, settings.read_timeout_s))
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

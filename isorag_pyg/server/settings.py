@@ -21,6 +21,11 @@ class ServerSettings:
         max_question_chars: characters per question.
         max_body_bytes: request body size; larger bodies get 413 before they are read.
         max_pending: questions waiting for the worker; beyond it requests get 503 (overload).
+        read_timeout_s: seconds a client has, from its request's first byte, to send all of it;
+            slower connections are closed.
+        max_connections: open connections (and requests) beyond which new requests get 503.
+        watch_seconds: check the index's manifest this often and serve a newly saved version
+            (``None``: only on ``POST /reload``).
         query_cache: question embeddings kept in an LRU cache (a repeated question is not
             encoded again); ``0`` turns the cache off.
     """
@@ -32,12 +37,19 @@ class ServerSettings:
     max_question_chars: int = 2000
     max_body_bytes: int = 1 << 20
     max_pending: int = 4096
+    read_timeout_s: float = 10.0
+    max_connections: int = 1024
+    watch_seconds: float | None = None
     query_cache: int = 4096
 
     def __post_init__(self) -> None:
         if not 0 <= self.batch_window_ms <= 1000:
             raise ValueError(f"batch window must lie in [0, 1000] ms, got {self.batch_window_ms}")
-        for name in ("max_batch", "max_questions", "max_k", "max_question_chars", "max_body_bytes", "max_pending"):
+        if not 0 < self.read_timeout_s <= 3600:
+            raise ValueError(f"read timeout must lie in (0, 3600] s, got {self.read_timeout_s}")
+        if self.watch_seconds is not None and not 0.1 <= self.watch_seconds <= 86400:
+            raise ValueError(f"watch interval must lie in [0.1, 86400] s, got {self.watch_seconds}")
+        for name in ("max_batch", "max_questions", "max_k", "max_question_chars", "max_body_bytes", "max_pending", "max_connections"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 
@@ -12,3 +13,22 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def process_umask() -> int:
+    """This process's umask, read without changing it where Linux shows it (``/proc/self/status``)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore (not thread-safe, but brief)
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(path: Path) -> None:
+    """Give a file the mode a plain ``open`` would (``0o666`` less the umask), e.g. after a
+    library wrote it ``0o600`` through a temporary file."""
+    os.chmod(path, 0o666 & ~process_umask())

@@ -1,0 +1,20 @@
+"""The names of an index directory's files and the error that names a bad one (shared by the
+modules that write, lock, open and check index directories)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The on-disk layout this version writes and the newest it reads.
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+TENSORS, PASSAGES, F_THETA, ANN = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors", "ann.safetensors"
+ENTITIES = "entities.json"  # an entity graph's entity node names
+
+
+class IndexFormatError(ValueError):
+    """An index directory is missing, corrupt, tampered with or of a newer format; the message
+    names the file."""
+
+    def __init__(self, path: str | Path, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)

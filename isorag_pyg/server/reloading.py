@@ -1,0 +1,76 @@
+"""The index a server answers from, replaced by a newly saved version without dropping a request.
+
+:class:`ServedIndex` is the batcher's batch function: each batch is answered by the engine that
+is current when the batch starts, so a reload swaps versions between batches. A reload opens
+the new version (in the caller's thread, off the event loop), gives it the encoder already
+loaded (same fingerprint), prepares its retrievers, and only then makes it current; a version
+that fails to open leaves the current one serving. Every answer carries the version that
+produced it.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from isorag_pyg.index import ISORAGIndex
+from isorag_pyg.index.locking import read_generation
+from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
+
+
+@dataclass(frozen=True)
+class Served:
+    """A request's hits and the index version that answered it."""
+
+    hits: Hits
+    version: int
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+
+class ServedIndex:
+    """The current :class:`RetrievalEngine` over the index in ``directory``, reloadable."""
+
+    def __init__(self, directory: str | Path, engine: RetrievalEngine, verify: bool = True):
+        self.directory, self.engine, self.verify = Path(directory), engine, verify
+        self._reload_lock = threading.Lock()
+        self.reloads = 0
+
+    @property
+    def index(self) -> ISORAGIndex:
+        return self.engine.index
+
+    @property
+    def version(self) -> int:
+        return self.engine.index.generation
+
+    def run(self, requests: Sequence[RetrievalRequest]) -> list[Served | Exception]:
+        """Answer a batch with the engine current now (the batcher's batch function)."""
+        engine = self.engine
+        version = engine.index.generation
+        return [o if isinstance(o, Exception) else Served(o, version) for o in engine.run(requests)]
+
+    def changed_on_disk(self) -> bool:
+        return read_generation(self.directory) != self.version
+
+    def reload(self) -> dict[str, Any]:
+        """Serve the version saved in ``directory`` if it is newer; errors leave the current one."""
+        with self._reload_lock:
+            if not self.changed_on_disk():
+                return {"reloaded": False, **self.describe()}
+            old = self.engine
+            index = ISORAGIndex.load(self.directory, verify=self.verify)
+            if index.encoder_spec["fingerprint"] == old.index.encoder_spec["fingerprint"]:
+                index.encoder = old.index.encoder  # the model stays loaded
+            engine = RetrievalEngine(index)
+            engine.prepare(old)
+            engine.stats = old.stats  # the counters carry on
+            self.engine = engine
+            self.reloads += 1
+            return {"reloaded": True, **self.describe()}
+
+    def describe(self) -> dict[str, Any]:
+        return {"version": self.version, "passages": len(self.index)}
