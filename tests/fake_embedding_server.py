@@ -5,10 +5,10 @@ import hashlib
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import numpy as np
-from typing_extensions import Self
+from fake_http import FakeServer
 
 
 def fake_vector(text: str, dim: int) -> list[float]:
@@ -17,7 +17,7 @@ def fake_vector(text: str, dim: int) -> list[float]:
     return (np.random.default_rng(seed).standard_normal(dim) * 3).tolist()
 
 
-class FakeEmbeddings:
+class FakeEmbeddings(FakeServer):
     """``failures`` are served in order, one per request, before real answers: ``"500"``,
     ``"timeout"`` (sleeps ``delay`` s), ``"short"`` (one vector fewer than texts), ``"dim"``
     (vectors one longer); ``fail_on`` maps a text to a failure served whenever a batch holds it.
@@ -30,55 +30,28 @@ class FakeEmbeddings:
         self.inputs: list[list[str]] = []
         self.in_flight = self.most_in_flight = 0
         self.lock = threading.Lock()
-        fake = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                with fake.lock:
-                    fake.inputs.append(texts)
-                    fake.in_flight += 1
-                    fake.most_in_flight = max(fake.most_in_flight, fake.in_flight)
-                    failure = fake.failures.pop(0) if fake.failures else next((fake.fail_on[t] for t in texts if t in fake.fail_on), None)
-                try:
-                    time.sleep(fake.latency)
-                    if failure == "timeout":
-                        time.sleep(fake.delay)
-                    if failure == "500":
-                        return self._send(500, json.dumps({"error": {"message": "internal error"}}).encode())
-                    vectors = [fake_vector(t, fake.dim + (failure == "dim")) for t in texts]
-                    if failure == "short":
-                        vectors = vectors[:-1]
-                    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
-                    data.reverse()  # servers may answer out of order: the client sorts by index
-                    self._send(200, json.dumps({"object": "list", "data": data, "model": body["model"],
-                                                "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode())
-                finally:
-                    with fake.lock:
-                        fake.in_flight -= 1
-
-            def _send(self, status: int, data: bytes):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def respond(self, body: dict[str, Any]) -> tuple[int, bytes]:
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        with self.lock:
+            self.inputs.append(texts)
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            failure = self.failures.pop(0) if self.failures else next((self.fail_on[t] for t in texts if t in self.fail_on), None)
+        try:
+            time.sleep(self.latency)
+            if failure == "timeout":
+                time.sleep(self.delay)
+            if failure == "500":
+                return 500, json.dumps({"error": {"message": "internal error"}}).encode()
+            vectors = [fake_vector(t, self.dim + (failure == "dim")) for t in texts]
+            if failure == "short":
+                vectors = vectors[:-1]
+            data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+            data.reverse()  # servers may answer out of order: the client sorts by index
+            return 200, json.dumps({"object": "list", "data": data, "model": body["model"],
+                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
+        finally:
+            with self.lock:
+                self.in_flight -= 1
