@@ -29,9 +29,8 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from qa import Spread, template, throughput
-
 from benchmarks.common import eval_config, results_name, write_json
+from benchmarks.qa import Spread, template, throughput
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.jobs.config import split_datasets
 from isorag_pyg.qa import OpenAIChatGenerator

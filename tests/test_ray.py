@@ -66,7 +66,7 @@ def test_isorag_index_with_ray_writes_the_same_index(cluster, tmp_path):
     built = ISORAGIndex.load(tmp_path / "ray_index")
     plain = ISORAGIndex.build(corpus, encoder=SentenceEncoder(cache_dir=None, show_progress=False, device="cpu"),
                               f_theta=None, phi=PhiSpec(p=0.0), progress=False)
-    assert built.manifest()["encoder"] == plain.manifest()["encoder"]
+    assert built.info()["encoder"] == plain.info()["encoder"]
     assert torch.allclose(built.embeddings.float(), plain.embeddings.float(), atol=1e-5)
     assert torch.equal(built.graph.edge_index, plain.graph.edge_index)
 
