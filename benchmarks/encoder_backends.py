@@ -1,7 +1,7 @@
 """Encoder backends side by side: indexing throughput on a fixed passage sample, and Recall@5 on
 the three dev sets' full corpora, in one run.
 
-    python benchmarks/encoder_backends.py [--backends torch onnx onnx-int8 openvino] [--sample 256] [--rounds 3]
+    python -m benchmarks.encoder_backends [--backends torch onnx onnx-int8 openvino] [--sample 256] [--rounds 3]
         [--recall-backends torch onnx-int8] [--datasets 2wikimultihopqa musique hotpotqa]
 
 * Throughput: the same ``--sample`` 2Wiki passages (evenly spaced through the corpus, default
@@ -25,8 +25,8 @@ import time
 from typing import Any
 
 import torch
-from _common import add_override_argument, eval_config, results_name, write_json
 
+from benchmarks.common import add_override_argument, eval_config, results_name, write_json
 from isorag_pyg.encoders import SentenceEncoder
 from isorag_pyg.encoders.backends import BACKENDS
 from isorag_pyg.evaluation.metrics import retrieval_metrics

@@ -2,7 +2,7 @@
 the model's forward pass, per question, for a batch of ``--batch`` 2Wiki dev questions and for one
 question at a time.
 
-    python benchmarks/query_encoding.py [--backends torch onnx onnx-int8 openvino] [--batch 64] [--rounds 5]
+    python -m benchmarks.query_encoding [--backends torch onnx onnx-int8 openvino] [--batch 64] [--rounds 5]
 
 Writes benchmarks/results/query_encoding.json. Rounds alternate the backends' order; the machine
 may be shared, so compare the ratios, not the absolute milliseconds.
@@ -14,8 +14,8 @@ import os
 import time
 
 import torch
-from _common import add_override_argument, eval_config, write_json
 
+from benchmarks.common import add_override_argument, eval_config, write_json
 from isorag_pyg.encoders import SentenceEncoder
 from isorag_pyg.encoders.backends import BACKENDS, tokenize
 from isorag_pyg.jobs import config as conf

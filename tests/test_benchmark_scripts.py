@@ -2,6 +2,7 @@
 synthetic corpus (their JSON goes to a temporary folder, not benchmarks/results/)."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -120,3 +121,9 @@ def test_load_test_drives_both_servers_at_every_level(shared_data, tmp_path):
             assert level[mode]["requests"] == 8 and not level[mode]["errors"] and level[mode]["p99_ms"] >= level[mode]["p50_ms"] > 0
         assert level["off"]["questions_per_batch"] == 1.0
     assert set(result["targets"]) == {"ratio_at_4_clients>=5", "p99_on_at_4_clients<=100ms"}
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem != "__init__"))
+def test_every_benchmark_imports_as_a_package_module(script):
+    """Each script runs as ``python -m benchmarks.<name>``: its imports resolve inside the package."""
+    importlib.import_module(f"benchmarks.{script}")
