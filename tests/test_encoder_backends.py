@@ -10,7 +10,7 @@ import torch
 
 from isorag_pyg.cli import main
 from isorag_pyg.encoders import SentenceEncoder
-from isorag_pyg.encoders.backends import MissingBackendError, check_backend
+from isorag_pyg.encoders.backends import MissingBackendError, check_backend, token_batches, tokenize
 from isorag_pyg.encoders.query_cache import LRUQueryEncoder
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.utils.isoperimetric import PhiSpec
@@ -35,6 +35,24 @@ def test_fp32_backends_give_torchs_embeddings_and_share_its_fingerprint(backend,
     assert emb.shape == torch_embeddings.shape and emb.dtype == torch.float32
     assert (emb * torch_embeddings).sum(1).min() > 0.99999
     assert encoder.fingerprint == SentenceEncoder(cache_dir=None).fingerprint
+
+
+@pytest.mark.encoder
+def test_token_batches_cover_every_text_once_longest_first_within_the_token_budget():
+    model = SentenceEncoder(cache_dir=None, show_progress=False)._load()
+    texts = [f"word {'x ' * (i * 7 % 40)}" for i in range(23)] + ["long " * 400]  # the last is truncated
+    batches = list(token_batches(model, texts, max_texts=4, max_tokens=64))
+    rows = [i for batch_rows, _ in batches for i in batch_rows]
+    assert sorted(rows) == list(range(len(texts)))
+    widths = [batch["input_ids"].shape[1] for _, batch in batches]
+    assert widths == sorted(widths, reverse=True) and widths[0] == model.max_seq_length
+    for batch_rows, batch in batches:
+        assert len(batch_rows) <= 4 and (len(batch_rows) == 1 or len(batch_rows) * batch["input_ids"].shape[1] <= 64)
+        for j, i in enumerate(batch_rows):  # each row is the text's own tokens, then padding
+            alone = tokenize(model, [texts[i]])
+            n = alone["input_ids"].shape[1]
+            for name, values in alone.items():
+                assert (batch[name][j, :n] == values[0]).all() and not batch[name][j, n:].any()
 
 
 @pytest.mark.slow

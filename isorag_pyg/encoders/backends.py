@@ -15,7 +15,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,9 @@ BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
 _PACKAGES = {"onnx": ("onnxruntime", "onnx"), "onnx-int8": ("onnxruntime", "onnx"), "openvino": ("openvino", "openvino")}
 #: Tokenizer outputs the exported graph takes, in this order (those the tokenizer gives).
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+#: Padded tokens per batch of an exported backend (texts grouped by token length): 1,024 encoded
+#: MiniLM fastest on 2 cores, 17% faster than 32 texts a batch ordered by characters.
+TOKENS_PER_BATCH = 1024
 
 Runner = Callable[[dict[str, np.ndarray]], np.ndarray]
 
@@ -144,6 +147,28 @@ def tokenize(model: SentenceTransformer, texts: list[str]) -> dict[str, np.ndarr
     ``max_seq_length``)."""
     features = model.tokenizer(texts, padding=True, truncation=True, max_length=model.max_seq_length, return_tensors="np")
     return {name: features[name].astype(np.int64, copy=False) for name in _INPUTS if name in features}
+
+
+def token_batches(model: SentenceTransformer, texts: list[str], max_texts: int,
+                  max_tokens: int = TOKENS_PER_BATCH) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
+    """``texts`` tokenised once (truncated at ``max_seq_length``), longest first, in batches of at
+    most ``max_texts`` texts and ``max_tokens`` padded tokens (a longer text goes alone): pairs of
+    the batch's positions in ``texts`` and its padded int64 tokenizer outputs."""
+    features = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)
+    names = [name for name in _INPUTS if name in features]
+    lengths = [len(ids) for ids in features["input_ids"]]
+    order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+    start = 0
+    while start < len(order):
+        width = lengths[order[start]]  # the longest of the batch: its padded length
+        size = max(1, min(max_texts, max_tokens // max(width, 1), len(order) - start))
+        rows = order[start:start + size]
+        batch = {name: np.zeros((size, width), dtype=np.int64) for name in names}
+        for j, i in enumerate(rows):
+            for name in names:
+                batch[name][j, :lengths[i]] = features[name][i]
+        yield rows, batch
+        start += size
 
 
 def runner(path: Path, backend: str, threads: int) -> Runner:

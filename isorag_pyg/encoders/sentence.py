@@ -12,7 +12,7 @@ from typing import Protocol
 import torch
 from tqdm.auto import tqdm
 
-from isorag_pyg.encoders.backends import Runner, backend_fingerprint, check_backend, exported_model, runner, tokenize
+from isorag_pyg.encoders.backends import Runner, backend_fingerprint, check_backend, exported_model, runner, token_batches
 from isorag_pyg.encoders.cache import EmbeddingCache, cache_key, default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -167,13 +167,11 @@ class SentenceEncoder:
         return emb.detach().float().cpu()
 
     def _encode_exported(self, texts: list[str]) -> torch.Tensor:
-        """Batches of texts of similar length (little padding) through the exported model."""
+        """Batches of texts of equal token length or nearly (little padding) through the exported model."""
         model, run = self._load(), self._load_runner()
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = torch.empty(len(texts), self.dim, dtype=torch.float32)
         with tqdm(total=len(texts), desc="encoding", disable=not self.show_progress or len(texts) <= self.batch_size, leave=False) as bar:
-            for start in range(0, len(texts), self.batch_size):
-                rows = order[start:start + self.batch_size]
-                out[rows] = torch.from_numpy(run(tokenize(model, [texts[i] for i in rows]))).float()
+            for rows, batch in token_batches(model, texts, self.batch_size):
+                out[rows] = torch.from_numpy(run(batch)).float()
                 bar.update(len(rows))
         return torch.nn.functional.normalize(out, dim=1)
