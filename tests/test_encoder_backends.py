@@ -64,6 +64,10 @@ def test_int8_is_close_to_torch_but_has_a_fingerprint_of_its_own(torch_embedding
     assert cosine.min() > 0.97 and cosine.min() < 0.99999  # quantised: close, not equal
     assert torch.allclose(emb.norm(dim=1), torch.ones(len(TEXTS)), atol=1e-5)
     assert encoder.fingerprint.startswith(SentenceEncoder(cache_dir=None).fingerprint) and encoder.fingerprint.endswith("int8-dynamic")
+    # a text's int8 embedding does not depend on the texts encoded with it (dynamic quantisation
+    # scales a whole batch at once, so int8 encodes one text a run)
+    alone = torch.cat([encoder.encode([text]) for text in TEXTS])
+    assert torch.equal(alone, emb) and torch.equal(encoder.encode(TEXTS[::-1]), emb.flip(0))
 
 
 @pytest.mark.slow

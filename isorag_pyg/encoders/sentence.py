@@ -167,11 +167,15 @@ class SentenceEncoder:
         return emb.detach().float().cpu()
 
     def _encode_exported(self, texts: list[str]) -> torch.Tensor:
-        """Batches of texts of equal token length or nearly (little padding) through the exported model."""
+        """Batches of texts of equal token length or nearly (little padding) through the exported
+        model. int8 runs one text at a time: dynamic quantisation scales a batch's activations
+        together, so texts batched with others would change each other's embeddings (an index's
+        vectors would depend on how they were batched); one at a time was as fast, measured."""
         model, run = self._load(), self._load_runner()
+        per_run = 1 if self.backend == "onnx-int8" else self.batch_size
         out = torch.empty(len(texts), self.dim, dtype=torch.float32)
         with tqdm(total=len(texts), desc="encoding", disable=not self.show_progress or len(texts) <= self.batch_size, leave=False) as bar:
-            for rows, batch in token_batches(model, texts, self.batch_size):
+            for rows, batch in token_batches(model, texts, per_run):
                 out[rows] = torch.from_numpy(run(batch)).float()
                 bar.update(len(rows))
         return torch.nn.functional.normalize(out, dim=1)
