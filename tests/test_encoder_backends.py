@@ -63,7 +63,7 @@ def test_int8_is_close_to_torch_but_has_a_fingerprint_of_its_own(torch_embedding
     cosine = (emb * torch_embeddings).sum(1)
     assert cosine.min() > 0.97 and cosine.min() < 0.99999  # quantised: close, not equal
     assert torch.allclose(emb.norm(dim=1), torch.ones(len(TEXTS)), atol=1e-5)
-    assert encoder.fingerprint.startswith(SentenceEncoder(cache_dir=None).fingerprint) and encoder.fingerprint.endswith("int8-dynamic")
+    assert encoder.fingerprint.startswith(SentenceEncoder(cache_dir=None).fingerprint) and encoder.fingerprint.endswith("int8-dynamic-per-text")
     # a text's int8 embedding does not depend on the texts encoded with it (dynamic quantisation
     # scales a whole batch at once, so int8 encodes one text a run)
     alone = torch.cat([encoder.encode([text]) for text in TEXTS])
@@ -77,7 +77,7 @@ def test_cli_index_records_the_backend_and_an_int8_index_refuses_fp32_questions(
     corpus.write_text("".join(json.dumps(p) + "\n" for p in PASSAGES))
     assert main(["index", str(corpus), str(tmp_path / "index"), "--encoder-backend", "onnx-int8", "--quiet"]) == 0
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
-    assert manifest["encoder"]["backend"] == "onnx-int8" and manifest["encoder"]["fingerprint"].endswith("int8-dynamic")
+    assert manifest["encoder"]["backend"] == "onnx-int8" and manifest["encoder"]["fingerprint"].endswith("int8-dynamic-per-text")
     index = ISORAGIndex.load(tmp_path / "index")
     assert index.encoder.backend == "onnx-int8"
     assert index.retrieve(["Which city is known for mustard?"], k=1, retriever="dense")[0][0].title == "Dijon"
