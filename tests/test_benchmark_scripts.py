@@ -105,22 +105,37 @@ def test_ann_benchmark_compares_exact_hnsw_and_ivf(tmp_path):
 
 
 @pytest.mark.slow
-def test_load_test_drives_both_servers_at_every_level(shared_data, tmp_path):
+@pytest.mark.parametrize("compare", ["batching", "backends"])
+def test_load_test_drives_both_servers_at_every_level_and_checks_their_answers(compare, shared_data, tmp_path):
     from isorag_pyg import ISORAGIndex, PhiSpec
     from isorag_pyg.datasets import generate_synthetic_dataset
+    from isorag_pyg.encoders import SentenceEncoder
 
     corpus = generate_synthetic_dataset(num_entities=40, num_hubs=2, hub_size=10, num_questions=4).corpus
-    index_dir = ISORAGIndex.build(corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False).save(tmp_path / "index")
+    backends = ["torch", "onnx-int8"] if compare == "backends" else ["torch"]
+    root = tmp_path / "index"
+    for backend in backends:  # backends: one index per backend under root
+        ISORAGIndex.build(corpus, encoder=SentenceEncoder(backend=backend, show_progress=False), f_theta=None, phi=PhiSpec(p=0.0),
+                          progress=False).save(root / backend if compare == "backends" else root)
     env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)}  # 2Wiki questions, any index
-    subprocess.run([sys.executable, "-m", "benchmarks.load_test", "--index", str(index_dir), "--clients", "1", "4", "--requests", "8",
-                    "--warmup", "2", "--level-seconds", "60"], cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=600)
+    subprocess.run([sys.executable, "-m", "benchmarks.load_test", "--compare", compare, "--index", str(root), "--clients", "1", "4",
+                    "--requests", "8", "--warmup", "2", "--level-seconds", "60", "--check-questions", "12"],
+                   cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=600)
     result = json.loads((tmp_path / "load_test.json").read_text())
-    assert [level["clients"] for level in result["levels"]] == [1, 4]
+    names = ["on", "off"] if compare == "batching" else ["onnx-int8", "torch"]
+    assert result["servers"] == names and [level["clients"] for level in result["levels"]] == [1, 4]
     for level in result["levels"]:
-        for mode in ("on", "off"):
-            assert level[mode]["requests"] == 8 and not level[mode]["errors"] and level[mode]["p99_ms"] >= level[mode]["p50_ms"] > 0
-        assert level["off"]["questions_per_batch"] == 1.0
-    assert set(result["targets"]) == {"ratio_at_4_clients>=5", "p99_on_at_4_clients<=100ms"}
+        for name in names:
+            assert level[name]["requests"] == 8 and not level[name]["errors"] and level[name]["p99_ms"] >= level[name]["p50_ms"] > 0
+    if compare == "batching":
+        assert all(level["off"]["questions_per_batch"] == 1.0 for level in result["levels"])
+    else:
+        assert {info["encoder_backend"] for info in result["indexes"].values()} == {"torch", "onnx-int8"}
+    for name in names:  # 12 questions asked one a request by 16 clients: the same top 5 as ISORAGIndex.retrieve
+        assert result["served_check"][name]["questions"] == 12 and result["served_check"][name]["identical_top_k_share"] == 1.0
+    ratio, p99 = (5, 100) if compare == "batching" else (3, 500)
+    assert set(result["targets"]) == {f"ratio_at_4_clients>={ratio}", f"p99_{names[0]}_at_4_clients<={p99}ms",
+                                      *(f"served_equals_retrieve_{name}" for name in names)}
 
 
 @pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem != "__init__"))

@@ -68,6 +68,9 @@ def test_int8_is_close_to_torch_but_has_a_fingerprint_of_its_own(torch_embedding
     # scales a whole batch at once, so int8 encodes one text a run)
     alone = torch.cat([encoder.encode([text]) for text in TEXTS])
     assert torch.equal(alone, emb) and torch.equal(encoder.encode(TEXTS[::-1]), emb.flip(0))
+    # one session per thread, batches spread over them: the same vectors in the same order
+    for threads in (1, 3):
+        assert torch.equal(SentenceEncoder(cache_dir=None, show_progress=False, backend="onnx-int8", threads=threads).encode(TEXTS * 3), emb.repeat(3, 1))
 
 
 @pytest.mark.slow

@@ -11,11 +11,14 @@ export uses ``torch.onnx`` and ONNX Runtime's own optimiser and quantiser instea
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import logging
 import os
+import queue
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,7 +40,8 @@ _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 #: MiniLM fastest on 2 cores, 17% faster than 32 texts a batch ordered by characters.
 TOKENS_PER_BATCH = 1024
 
-Runner = Callable[[dict[str, np.ndarray]], np.ndarray]
+#: A batch: its texts' positions and their padded tokenizer outputs (:func:`token_batches`).
+Batch = tuple[list[int], dict[str, np.ndarray]]
 
 
 class MissingBackendError(ImportError):
@@ -172,20 +176,51 @@ def token_batches(model: SentenceTransformer, texts: list[str], max_texts: int,
         start += size
 
 
-def runner(path: Path, backend: str, threads: int) -> Runner:
-    """A function from tokenizer outputs to embeddings, on ``threads`` CPU threads."""
-    if backend == "openvino":
-        import openvino
+class Runner:
+    """Runs batches through an exported model on ``threads`` CPU threads: ONNX Runtime as one
+    single-threaded session per thread, the batches spread over them (for MiniLM's small batches
+    two one-thread sessions encoded 1.35x the passages/s of one two-thread session, measured on
+    2 cores); OpenVINO as one request on all threads."""
 
-        compiled = openvino.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
-                                                                    "PERFORMANCE_HINT": "LATENCY"})
-        request = compiled.create_infer_request()
-        return lambda features: request.infer(features)[0].copy()
+    def __init__(self, path: Path, backend: str, threads: int):
+        self.threads = max(1, threads)
+        self._free: queue.SimpleQueue[Callable[[dict[str, np.ndarray]], np.ndarray]] = queue.SimpleQueue()
+        for run in ([_openvino(path, self.threads)] if backend == "openvino" else [_onnxruntime(path) for _ in range(self.threads)]):
+            self._free.put(run)
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="isorag-encoder") if self.threads > 1 and backend != "openvino" else None
+
+    def _run(self, batch: Batch) -> tuple[list[int], np.ndarray]:
+        run = self._free.get()
+        try:
+            return batch[0], run(batch[1])
+        finally:
+            self._free.put(run)
+
+    def map(self, batches: Iterable[Batch]) -> Iterator[tuple[list[int], np.ndarray]]:
+        """Each batch's positions and embeddings, in order; at most a few batches per thread are
+        tokenised ahead of the runs."""
+        if self._pool is None:
+            yield from map(self._run, batches)
+            return
+        batches = iter(batches)
+        while window := list(itertools.islice(batches, 4 * self.threads)):
+            yield from self._pool.map(self._run, window)
+
+
+def _onnxruntime(path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep: cores are shared with the server
+    options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
     return lambda features: session.run(None, {k: v for k, v in features.items() if k in names})[0]
+
+
+def _openvino(path: Path, threads: int) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    import openvino
+
+    compiled = openvino.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
+                                                                "PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+    return lambda features: request.infer(features)[0].copy()

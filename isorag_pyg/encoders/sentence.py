@@ -12,7 +12,7 @@ from typing import Protocol
 import torch
 from tqdm.auto import tqdm
 
-from isorag_pyg.encoders.backends import Runner, backend_fingerprint, check_backend, exported_model, runner, token_batches
+from isorag_pyg.encoders.backends import Runner, backend_fingerprint, check_backend, exported_model, token_batches
 from isorag_pyg.encoders.cache import EmbeddingCache, cache_key, default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ class SentenceEncoder:
     def _load_runner(self) -> Runner:
         if self._runner is None:
             path = exported_model(self._load(), model_fingerprint(self.model_path), self.backend, self.export_dir)
-            self._runner = runner(path, self.backend, self.threads or torch.get_num_threads())
+            self._runner = Runner(path, self.backend, self.threads or torch.get_num_threads())
         return self._runner
 
     @property
@@ -171,11 +171,11 @@ class SentenceEncoder:
         model. int8 runs one text at a time: dynamic quantisation scales a batch's activations
         together, so texts batched with others would change each other's embeddings (an index's
         vectors would depend on how they were batched); one at a time was as fast, measured."""
-        model, run = self._load(), self._load_runner()
+        model, runner = self._load(), self._load_runner()
         per_run = 1 if self.backend == "onnx-int8" else self.batch_size
         out = torch.empty(len(texts), self.dim, dtype=torch.float32)
         with tqdm(total=len(texts), desc="encoding", disable=not self.show_progress or len(texts) <= self.batch_size, leave=False) as bar:
-            for rows, batch in token_batches(model, texts, per_run):
-                out[rows] = torch.from_numpy(run(batch)).float()
+            for rows, embeddings in runner.map(token_batches(model, texts, per_run)):
+                out[rows] = torch.from_numpy(embeddings).float()
                 bar.update(len(rows))
         return torch.nn.functional.normalize(out, dim=1)
