@@ -143,7 +143,7 @@ def main() -> None:
     parser.add_argument("--templates", nargs="+", default=["fewshot"], help="NAME[+KEY=VALUE...] of conf/qa/template (the first is the reported one)")
     parser.add_argument("--agreement", type=int, default=8, help="prompts per row and dataset also answered through transformers (0: none)")
     parser.add_argument("--servers", type=int, default=1, help="llama.cpp server processes sharing each row's questions")
-    parser.add_argument("--threads", type=int, default=ReaderSettings.threads, help="llama.cpp threads per server")
+    parser.add_argument("--threads", type=int, default=ReaderSettings().threads, help="llama.cpp threads per server (default: every core)")
     parser.add_argument("--out", type=results_name, default="qa.json", help="file name under benchmarks/results/")
     add_override_argument(parser)
     args = parser.parse_args()

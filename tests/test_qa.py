@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -195,5 +196,7 @@ def test_reader_settings_become_server_flags_and_refuse_nonsense():
     flags = ReaderSettings(threads=2, logits_all=False, n_batch=256, n_ubatch=128).args()
     assert flags[flags.index("--logits_all") + 1] == "False" and flags[flags.index("--n_ubatch") + 1] == "128"
     assert LEGACY_SETTINGS.logits_all and LEGACY_SETTINGS.threads == 1
+    default = ReaderSettings()  # every core, the last token's logits only
+    assert default.threads == (os.cpu_count() or 1) and not default.logits_all
     with pytest.raises(ValueError, match="must be >= 1"):
         ReaderSettings(threads=0)
