@@ -28,7 +28,7 @@ a faster encoder backend (``--compare backends``, both batching).
 * Prints requests/s and p50 / p99 latency per level, the two servers side by side with their ratio,
   the batches the servers formed, where their worker's time went per question (encoder, ISO-RAG
   retrieval; from ``GET /health``), and the machine's load average; writes
-  benchmarks/results/load_test.json.
+  benchmarks/results/load_test.json (``--compare backends``: load_test_backends.json).
 
 Targets at 128 clients: micro-batching on serves ≥ 5× the requests/s of off, with p99 ≤ 100 ms;
 the faster backend ≥ 3× torch's requests/s (batching on both) with p99 ≤ 500 ms; served answers
@@ -262,9 +262,10 @@ def main() -> None:
                         help="the encoder backend of an index built here (default: torch; onnx-int8 with --compare backends)")
     parser.add_argument("--query-cache", type=int, default=0, help="the servers' --query-cache (default: 0, off)")
     parser.add_argument("--check-questions", type=int, default=200, help="questions whose served answers are checked (default: 200)")
-    parser.add_argument("--out", type=results_name, default="load_test.json")
+    parser.add_argument("--out", type=results_name, default=None, help="file name under benchmarks/results/ (default: load_test.json, load_test_backends.json)")
     args = parser.parse_args()
     args.encoder_backend = args.encoder_backend or ("onnx-int8" if args.compare == "backends" else "torch")
+    args.out = args.out or ("load_test.json" if args.compare == "batching" else "load_test_backends.json")
     if args.compare == "backends" and args.encoder_backend == "torch":
         parser.error("--compare backends compares torch with another --encoder-backend")
     if min(args.clients) < 1 or args.requests < 2 or args.level_seconds <= 0 or args.check_questions < 1:

@@ -121,7 +121,7 @@ def test_load_test_drives_both_servers_at_every_level_and_checks_their_answers(c
     subprocess.run([sys.executable, "-m", "benchmarks.load_test", "--compare", compare, "--index", str(root), "--clients", "1", "4",
                     "--requests", "8", "--warmup", "2", "--level-seconds", "60", "--check-questions", "12"],
                    cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=600)
-    result = json.loads((tmp_path / "load_test.json").read_text())
+    result = json.loads((tmp_path / ("load_test.json" if compare == "batching" else "load_test_backends.json")).read_text())
     names = ["on", "off"] if compare == "batching" else ["onnx-int8", "torch"]
     assert result["servers"] == names and [level["clients"] for level in result["levels"]] == [1, 4]
     for level in result["levels"]:
