@@ -44,6 +44,7 @@ import torch
 from benchmarks.common import (
     add_override_argument,
     eval_config,
+    evaluation,
     make_retriever,
     per_query_ms,
     retriever_config,
@@ -52,7 +53,6 @@ from benchmarks.common import (
 )
 from isorag_pyg.evaluation import evaluate_retrievers
 from isorag_pyg.graph import run_builders
-from isorag_pyg.jobs.evaluate import prepare_evaluation
 from isorag_pyg.retrieval import ANNIndex, ISORetriever, Queries, RetrievalGraph
 from isorag_pyg.retrieval.ann import SEARCH_PARAM
 from isorag_pyg.retrieval.candidates import candidate_chunk, dense_candidates
@@ -185,7 +185,7 @@ def compare(name: str, build: Callable[[str], ANNIndex], make: Callable[[ANNInde
 def dataset_row(dataset: str, graph: str, overrides: list[str], num_queries: int, kinds: list[str]) -> dict[str, Any]:
     """The real corpus: its index, dev questions and gold passages, and ISO-RAG's Recall@5 / @10."""
     cfg = eval_config(f"dataset={dataset}", f"graph={graph}", *overrides)
-    inputs = prepare_evaluation(cfg)
+    inputs = evaluation(cfg)
     rcfg = retriever_config("iso", device="cpu")
     queries = inputs.queries.slice(0, num_queries)
     gold = inputs.gold[:num_queries]

@@ -1,5 +1,7 @@
 """Everything the benchmark scripts share, in one module: configs, result files, timing, the
-profile-gap signal and the tuning grids. The scripts import only from here and the library."""
+profile-gap signal and the tuning grids. The scripts import only from here and the library; this
+is the one benchmark module that reads the hydra configs (through ``isorag_pyg.jobs.config``) and
+hands the library plain arguments."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +12,7 @@ import platform
 import statistics
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,8 +22,13 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 from torchmetrics.functional.classification import binary_auroc
 
-from isorag_pyg.index.evaluation import EvaluationInputs
+from isorag_pyg.datasets import QADataset
+from isorag_pyg.index.cache import cached_index
+from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
+from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.config import RETRIEVER_META, plain
+from isorag_pyg.qa import OpenAIChatGenerator, PromptTemplate
+from isorag_pyg.qa.server import Timing
 from isorag_pyg.retrieval import Queries, Retriever
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,6 +45,35 @@ def eval_config(*overrides: str) -> DictConfig:
                                          f"++dataset.data_dir={DATA_DIR}", "encoder.show_progress=false",
                                          "train_f_theta=true", *overrides])  # the scripts compare φ with and without f_θ's volumes
     return cfg
+
+
+def dataset_splits(cfg: DictConfig) -> tuple[QADataset, QADataset | None]:
+    """The questions to evaluate (with their corpus) and the training questions an ``eval``
+    config names (its ``split`` honoured)."""
+    return conf.split_datasets(cfg)
+
+
+def build_options(cfg: DictConfig, backend: str | None = None, f_theta: bool = True) -> dict[str, Any]:
+    """:meth:`ISORAGIndex.build`'s settings in an ``eval`` config: its encoder (on ``backend``:
+    default the config's), graph, φ and, when ``f_theta``, f_θ's training config."""
+    return {"encoder": conf.encoder(cfg.encoder, backend), "graph": conf.graph_spec(cfg), "phi": conf.phi_spec(cfg),
+            "f_theta": conf.f_theta_config(cfg) if f_theta else None}
+
+
+def evaluation(cfg: DictConfig) -> EvaluationInputs:
+    """The questions (the first ``max_questions``), their index and encoded questions that an
+    ``eval`` config describes, through the library's entry points with plain arguments:
+    :func:`~isorag_pyg.index.cache.cached_index` (built once per settings, then cached) and
+    :func:`~isorag_pyg.index.evaluation.evaluation_inputs`."""
+    eval_ds, train_ds = dataset_splits(cfg)
+    if cfg.get("max_questions"):
+        eval_ds.questions = eval_ds.questions[: cfg.max_questions]
+    encoder = conf.encoder(cfg.encoder)
+    index = cached_index(eval_ds, train_ds, encoder=encoder, graph=conf.graph_spec(cfg), phi=conf.phi_spec(cfg),
+                         f_theta=conf.f_theta_config(cfg) if conf.needs_f_theta(cfg, [cfg.retriever]) else None,
+                         cache_dir=conf.index_cache_dir(cfg), work_dir=Path(cfg.paths.output_dir) / "f_theta",
+                         logger=conf.lightning_logger(cfg), ckpt_path=cfg.get("ckpt_path"), progress=cfg.encoder.get("show_progress", True))
+    return evaluation_inputs(index, eval_ds, encoder)
 
 
 def add_override_argument(parser: argparse.ArgumentParser) -> None:
@@ -155,3 +192,35 @@ def settings(grid: dict[str, list]) -> list[dict[str, Any]]:
             setting["lambda_dense"] = round(1.0 - setting["lambda_graph"], 6)
         out.append(setting)
     return out
+
+
+# ---------------------------------------------------------------- the reader (qa.py, reader_speed.py)
+def template(entry: str) -> PromptTemplate:
+    """``NAME[+KEY=VALUE...]``: ``conf/qa/template/NAME.yaml`` with hydra overrides of its keys
+    (e.g. ``fewshot+passage_order=reversed``, ``fewshot+examples=[]``)."""
+    name, *overrides = entry.split("+")
+    cfg = eval_config("qa=gguf", f"qa/template={name}", *(f"qa.template.{o}" for o in overrides))
+    return PromptTemplate(**plain(cfg.qa.template))
+
+
+def throughput(timings: list[Timing]) -> dict[str, float | None]:
+    """llama.cpp's prompt and generation tokens per second over some completions."""
+    prompt_ms, generation_ms = sum(t.prompt_ms for t in timings), sum(t.generation_ms for t in timings)
+    return {"prompt_tokens_per_s": sum(t.prompt_tokens for t in timings) / prompt_ms * 1e3 if prompt_ms else None,
+            "generation_tokens_per_s": sum(t.generated_tokens for t in timings) / generation_ms * 1e3 if generation_ms else None}
+
+
+class Spread:
+    """Requests split into contiguous shares over several generators (one llama.cpp server each),
+    answered concurrently and returned in request order."""
+
+    token_counter = OpenAIChatGenerator.token_counter
+
+    def __init__(self, generators: list[OpenAIChatGenerator]):
+        self.generators = generators
+
+    def generate(self, requests: list) -> list[dict[str, Any]]:
+        n = len(self.generators)
+        shares = [requests[i * len(requests) // n:(i + 1) * len(requests) // n] for i in range(n)]
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            return [record for part in pool.map(lambda g, r: g.generate(r), self.generators, shares) for record in part]

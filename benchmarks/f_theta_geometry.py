@@ -23,6 +23,7 @@ import logging
 from benchmarks.common import (
     add_override_argument,
     eval_config,
+    evaluation,
     gap_auroc,
     make_retriever,
     profile_gap,
@@ -31,7 +32,6 @@ from benchmarks.common import (
     write_json,
 )
 from isorag_pyg.evaluation import retrieval_metrics
-from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 VARIANTS = {
     "default": [],
@@ -55,7 +55,7 @@ def main() -> None:
         useful = None  # the corpus graph is the same for every variant; only f_θ differs
         for variant, overrides in VARIANTS.items():
             cfg = eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train", *overrides, *args.override)
-            inputs = prepare_evaluation(cfg)  # the index of this variant: f_θ trained with its overrides
+            inputs = evaluation(cfg)  # the index of this variant: f_θ trained with its overrides
             edges = inputs.index.retrieval_graph("cpu").up_edge_index  # each undirected edge once, as the retriever stores them
             if useful is None:
                 useful = useful_edge_mask(edges, inputs.gold, len(inputs.index))

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, eval_config, write_json
+from benchmarks.common import REPO, build_options, dataset_splits, eval_config, write_json
 
 OPEN_SCRIPT = """
 import json, re, sys, time
@@ -45,15 +45,13 @@ print(json.dumps({"imports_s": imported - start, "open_s": opened - imported, "p
 
 def build_2wiki(repeats: int, out: Path) -> dict:
     from isorag_pyg.index import ISORAGIndex
-    from isorag_pyg.jobs import config as conf
-
     cfg = eval_config("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false")
-    eval_ds, _train_ds = conf.split_datasets(cfg)
-    encoder = conf.encoder(cfg.encoder)
+    eval_ds, _train_ds = dataset_splits(cfg)
+    options = build_options(cfg)
+    encoder = options["encoder"]
     encoder.encode([p.content for p in eval_ds.corpus])  # fills the embedding cache (untimed)
     start = time.perf_counter()
-    index = ISORAGIndex.build(eval_ds.corpus, encoder=encoder, graph=conf.graph_spec(cfg), f_theta=conf.f_theta_config(cfg),
-                              phi=conf.phi_spec(cfg), progress=False)
+    index = ISORAGIndex.build(eval_ds.corpus, **options, progress=False)
     build_s = time.perf_counter() - start
     start = time.perf_counter()
     index.save(out)

@@ -36,9 +36,18 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import PPR_GRID, RESULTS, add_override_argument, eval_config, make_retriever, retriever_config, settings, write_json
+from benchmarks.common import (
+    PPR_GRID,
+    RESULTS,
+    add_override_argument,
+    eval_config,
+    evaluation,
+    make_retriever,
+    retriever_config,
+    settings,
+    write_json,
+)
 from isorag_pyg.evaluation.metrics import per_question_recall, retrieval_metrics
-from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 
 def beta_rule(edge_index: torch.Tensor, log_phi: torch.Tensor) -> dict[str, float]:
@@ -130,7 +139,7 @@ class Prepared:
 def prepare(dataset: str, level: Level, split: str, overrides: list[str]) -> Prepared:
     start = time.perf_counter()
     cfg = eval_config(f"dataset={dataset}", f"split={split}", *level.overrides, *overrides)
-    inputs = prepare_evaluation(cfg)  # the graph's index, f_θ trained on it (and cached)
+    inputs = evaluation(cfg)  # the graph's index, f_θ trained on it (and cached)
     return Prepared(cfg, inputs, time.perf_counter() - start)
 
 

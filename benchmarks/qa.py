@@ -25,19 +25,26 @@ import logging
 import signal
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from benchmarks.common import add_override_argument, eval_config, make_retriever, results_name, retriever_config, write_json
+from benchmarks.common import (
+    Spread,
+    add_override_argument,
+    eval_config,
+    evaluation,
+    make_retriever,
+    results_name,
+    retriever_config,
+    template,
+    throughput,
+    write_json,
+)
 from isorag_pyg.datasets.types import Passage, Question
-from isorag_pyg.jobs.evaluate import prepare_evaluation
 from isorag_pyg.qa import OpenAIChatGenerator, PromptTemplate, TransformersGenerator, answer_questions, normalize_answer
 from isorag_pyg.qa.models import packaged_gemma
-from isorag_pyg.qa.server import LlamaServer, ReaderSettings, Timing
+from isorag_pyg.qa.server import LlamaServer, ReaderSettings
 
 ROWS = ["closed_book", "dense", "iso", "ppr", "oracle"]
 
@@ -47,7 +54,7 @@ def rankings(dataset: str, rows: list[str], k: int, split: str, max_questions: i
     """The questions and, per row, each question's passages (best first): none, a retriever's
     top ``k`` (its default config) or the gold passages."""
     cfg = eval_config(f"dataset={dataset}", f"split={split}", f"max_questions={max_questions}", *overrides)
-    inputs = prepare_evaluation(cfg)
+    inputs = evaluation(cfg)
     questions, passages = inputs.dataset.questions, inputs.index.passages
     out: dict[str, list[list[Passage]]] = {}
     for row in rows:
@@ -61,25 +68,10 @@ def rankings(dataset: str, rows: list[str], k: int, split: str, max_questions: i
     return questions, out
 
 
-def template(entry: str) -> PromptTemplate:
-    """``NAME[+KEY=VALUE...]``: ``conf/qa/template/NAME.yaml`` with hydra overrides of its keys
-    (e.g. ``fewshot+passage_order=reversed``, ``fewshot+examples=[]``)."""
-    name, *overrides = entry.split("+")
-    cfg = eval_config("qa=gguf", f"qa/template={name}", *(f"qa.template.{o}" for o in overrides))
-    return PromptTemplate(**OmegaConf.to_container(cfg.qa.template, resolve=True))
-
-
 def answer_in_passages(question: Question, passages: list[Passage]) -> bool:
     """A gold answer (normalised) occurs in the passages' normalised text."""
     text = f" {normalize_answer(' '.join(p.title + ' ' + p.text for p in passages))} "
     return any(f" {a} " in text for a in map(normalize_answer, question.answers) if a)
-
-
-def throughput(timings: list[Timing]) -> dict[str, float | None]:
-    """llama.cpp's prompt and generation tokens per second over some completions."""
-    prompt_ms, generation_ms = sum(t.prompt_ms for t in timings), sum(t.generation_ms for t in timings)
-    return {"prompt_tokens_per_s": sum(t.prompt_tokens for t in timings) / prompt_ms * 1e3 if prompt_ms else None,
-            "generation_tokens_per_s": sum(t.generated_tokens for t in timings) / generation_ms * 1e3 if generation_ms else None}
 
 
 def score_row(generator, servers: list[LlamaServer], prompt: PromptTemplate, questions: list[Question],
@@ -106,22 +98,6 @@ def agreement(reader: TransformersGenerator, prompt: PromptTemplate, sample: lis
                      for r, (q, _, served), equal in zip(local, sample, same) if not equal]
     return {"prompts": len(sample), "identical": sum(same) / len(sample), "identical_normalised": sum(same_normalised) / len(sample),
             "transformers_seconds_per_question": seconds / len(sample), "disagreements": disagreements}
-
-
-class Spread:
-    """Requests split into contiguous shares over several generators (one llama.cpp server each),
-    answered concurrently and returned in request order."""
-
-    token_counter = OpenAIChatGenerator.token_counter
-
-    def __init__(self, generators: list[OpenAIChatGenerator]):
-        self.generators = generators
-
-    def generate(self, requests: list) -> list[dict[str, Any]]:
-        n = len(self.generators)
-        shares = [requests[i * len(requests) // n:(i + 1) * len(requests) // n] for i in range(n)]
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            return [record for part in pool.map(lambda g, r: g.generate(r), self.generators, shares) for record in part]
 
 
 def header(args: argparse.Namespace, model: Path, stop: list[str], max_tokens: int, k: int, prompts: dict[str, PromptTemplate],

@@ -32,13 +32,13 @@ from benchmarks.common import (
     add_override_argument,
     best_rows,
     eval_config,
+    evaluation,
     make_retriever,
     retriever_config,
     write_json,
 )
 from isorag_pyg.evaluation import evaluate_retrievers
 from isorag_pyg.graph import EmptyGraphError
-from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 BASELINES = ["dense", "bm25", "ppr"]
 ABLATIONS = ["uniform", "shuffled", "random"]
@@ -97,7 +97,7 @@ def main() -> None:
         for graph in args.graphs:
             cfg = eval_config(f"dataset={dataset}", f"graph={graph}", *args.override)
             try:
-                inputs = prepare_evaluation(cfg)
+                inputs = evaluation(cfg)
             except EmptyGraphError:
                 print(f"\n{dataset} / {graph}: no edges (the question file carries no contexts); skipped", flush=True)
                 results.append({"dataset": dataset, "graph": graph, "skipped": "graph has no edges"})

@@ -29,10 +29,8 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from benchmarks.common import eval_config, results_name, write_json
-from benchmarks.qa import Spread, template, throughput
+from benchmarks.common import Spread, dataset_splits, eval_config, results_name, template, throughput, write_json
 from isorag_pyg.datasets.types import Passage, Question
-from isorag_pyg.jobs.config import split_datasets
 from isorag_pyg.qa import OpenAIChatGenerator
 from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.qa.server import LEGACY_SETTINGS, LlamaServer, ReaderSettings
@@ -122,7 +120,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers
     cfg = eval_config(f"dataset={args.dataset}", "split=train", "qa=gguf")
-    dataset, _ = split_datasets(cfg)
+    dataset, _ = dataset_splits(cfg)
     prompt = template("fewshot")
     shots = {e["question"] for e in prompt.examples}
     questions = [q for q in dataset.questions if q.text not in shots][: args.questions]

@@ -12,9 +12,8 @@ import argparse
 import logging
 import time
 
-from benchmarks.common import eval_config, write_json
+from benchmarks.common import build_options, dataset_splits, eval_config, write_json
 from isorag_pyg.index import ISORAGIndex
-from isorag_pyg.jobs import config as conf
 from isorag_pyg.utils import PhiSpec
 
 
@@ -28,11 +27,13 @@ def main() -> None:
     rows = []
     for graph in args.graphs:
         cfg = eval_config(f"dataset={args.dataset}", f"graph={graph}", f"trainer.max_epochs={args.epochs}")
-        eval_ds, train_ds = conf.split_datasets(cfg)
-        index = ISORAGIndex.build(eval_ds.corpus, encoder=conf.encoder(cfg.encoder), graph=conf.graph_spec(cfg), f_theta=None,
-                                  phi=PhiSpec(p=0.0), questions=eval_ds, train_questions=train_ds, progress=False)
+        eval_ds, train_ds = dataset_splits(cfg)
+        options = build_options(cfg)
+        f_theta = options.pop("f_theta")
+        index = ISORAGIndex.build(eval_ds.corpus, **{**options, "phi": PhiSpec(p=0.0)}, f_theta=None, questions=eval_ds,
+                                  train_questions=train_ds, progress=False)
         start = time.perf_counter()
-        metrics = index.train_f_theta(conf.f_theta_config(cfg), update_phi=False)
+        metrics = index.train_f_theta(f_theta, update_phi=False)
         seconds = time.perf_counter() - start
         stats = index.statistics
         rows.append({"graph": graph, "nodes": stats["nodes"], "edges": stats["edges"], "seconds": seconds, **metrics})

@@ -23,6 +23,7 @@ from benchmarks.common import (
     add_override_argument,
     best_rows,
     eval_config,
+    evaluation,
     make_retriever,
     retriever_config,
     settings,
@@ -33,7 +34,6 @@ from isorag_pyg.evaluation import (
     per_question_recall,
     retrieval_metrics,
 )
-from isorag_pyg.jobs.evaluate import prepare_evaluation
 
 # Round 1 (results/tuning_round1.json: graphs leakfree and title_mention, hops 1-2, shell_floor 0) found
 # title_mention best, hops=2 no better than 1, and pruning costly because empty 2-hop shells give φ = 0;
@@ -108,7 +108,7 @@ def main() -> None:
     for dataset in args.datasets:
         for graph in args.graphs:
             cfg = eval_config(f"dataset={dataset}", f"graph={graph}", f"split={args.split}", *args.override)
-            inputs = prepare_evaluation(cfg)
+            inputs = evaluation(cfg)
             runs: list[tuple[str, dict[str, Any]]] = [("dense", {})]
             runs += [("ppr", setting) for setting in settings(PPR_GRID)]
             runs += [("iso", setting) for setting in settings(grid)]

@@ -36,12 +36,11 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import PPR_GRID, RESULTS, eval_config, results_name, settings, write_json
+from benchmarks.common import PPR_GRID, RESULTS, dataset_splits, eval_config, results_name, settings, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.graph import build_corpus_graph, run_builders
-from isorag_pyg.jobs.config import split_datasets
 from isorag_pyg.retrieval import Queries
 
 GRAPHS: dict[str, dict[str, dict[str, Any]] | None] = {
@@ -163,7 +162,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     results, timing = [], None
     for dataset in args.datasets:
-        dev_ds, train_ds = split_datasets(eval_config(f"dataset={dataset}"))
+        dev_ds, train_ds = dataset_splits(eval_config(f"dataset={dataset}"))
         if dataset == "2wikimultihopqa":
             timing = entity_graph_seconds(dev_ds.corpus)
             print(f"entity graph over the {timing['passages']} passages of 2Wiki's dev corpus: {timing['seconds']:.1f} s "

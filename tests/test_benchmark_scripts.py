@@ -2,6 +2,7 @@
 synthetic corpus (their JSON goes to a temporary folder, not benchmarks/results/)."""
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import os
@@ -142,3 +143,19 @@ def test_load_test_drives_both_servers_at_every_level_and_checks_their_answers(c
 def test_every_benchmark_imports_as_a_package_module(script):
     """Each script runs as ``python -m benchmarks.<name>``: its imports resolve inside the package."""
     importlib.import_module(f"benchmarks.{script}")
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    return names | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem not in ("__init__", "common")))
+def test_benchmarks_share_code_only_through_common_and_reach_configs_only_through_it(script):
+    """No script imports another script, or the jobs layer (the apps' config glue): the shared
+    helpers and the one bridge from hydra configs to the library's plain arguments are in
+    benchmarks/common.py."""
+    modules = _imported_modules(REPO / "benchmarks" / f"{script}.py")
+    assert not {m for m in modules if m.startswith("benchmarks.") and m != "benchmarks.common"}
+    assert not {m for m in modules if m == "isorag_pyg.jobs" or m.startswith("isorag_pyg.jobs.")}

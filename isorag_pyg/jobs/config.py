@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from isorag_pyg.datasets import QADataset, generate_synthetic_dataset, load_qa_dataset
 from isorag_pyg.datasets.download import download_hipporag_files
-from isorag_pyg.encoders import TextEncoder
+from isorag_pyg.encoders import TextEncoder, default_cache_dir
 from isorag_pyg.encoders.spec import build_encoder
 from isorag_pyg.qa.generators import Generator, OpenAIChatGenerator, TransformersGenerator
 from isorag_pyg.qa.models import packaged_gemma
@@ -87,6 +87,25 @@ def graph_spec(cfg: DictConfig) -> dict[str, dict[str, Any]]:
 
 def phi_spec(cfg: DictConfig) -> PhiSpec:
     return PhiSpec(**plain(cfg.phi))
+
+
+def index_cache_dir(cfg: DictConfig) -> Path | None:
+    """The folder ``encoder.cache_dir`` names for cached indexes (``None``: caching is off)."""
+    directory = cfg.encoder.get("cache_dir", "default")
+    if directory is None:
+        return None
+    return default_cache_dir() if directory == "default" else Path(directory)
+
+
+def needs_f_theta(cfg: DictConfig, retrievers: list[DictConfig]) -> bool:
+    """``train_f_theta``: ``true``/``false``, or ``auto``: when φ or one of ``retrievers`` uses
+    ball coordinates (``p > 0``)."""
+    choice = cfg.get("train_f_theta", "auto")
+    if choice == "auto":
+        return phi_spec(cfg).needs_coordinates or any(float(r.get("p", 0.0)) > 0 for r in retrievers)
+    if not isinstance(choice, bool):
+        raise TypeError(f"train_f_theta must be auto, true or false, got {choice!r}")
+    return choice
 
 
 def f_theta_config(cfg: DictConfig) -> FThetaConfig:

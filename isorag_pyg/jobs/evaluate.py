@@ -18,7 +18,7 @@ from isorag_pyg.evaluation.compare import evaluate_retrievers, time_retrieval
 from isorag_pyg.evaluation.sharded import sharded_retrieve
 from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
 from isorag_pyg.jobs import config as conf
-from isorag_pyg.jobs.indexing import dataset_index, needs_f_theta, process_rank
+from isorag_pyg.jobs.indexing import dataset_index, process_rank
 from isorag_pyg.qa.prompt import PromptTemplate
 from isorag_pyg.qa.runner import answer_questions
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
@@ -34,7 +34,7 @@ def prepare_evaluation(cfg: DictConfig, out_dir: Path | None = None, retrievers:
     eval_ds, train_ds = conf.split_datasets(cfg)
     if cfg.get("max_questions"):
         eval_ds.questions = eval_ds.questions[: cfg.max_questions]
-    index = dataset_index(cfg, eval_ds, train_ds, out_dir, needs_f_theta(cfg, retrievers if retrievers is not None else [cfg.retriever]))
+    index = dataset_index(cfg, eval_ds, train_ds, out_dir, conf.needs_f_theta(cfg, retrievers if retrievers is not None else [cfg.retriever]))
     return evaluation_inputs(index, eval_ds, conf.encoder(cfg.encoder))
 
 

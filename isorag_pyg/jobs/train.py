@@ -9,8 +9,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from isorag_pyg.index.cache import cached_index
 from isorag_pyg.jobs import config as conf
-from isorag_pyg.jobs.indexing import build_index, process_rank
+from isorag_pyg.jobs.indexing import process_rank
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,9 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     eval_ds, train_ds = conf.dataset_splits(cfg.dataset)
-    index = build_index(cfg, eval_ds, train_ds, out_dir, with_f_theta=True, logger=conf.lightning_logger(cfg))
+    index = cached_index(eval_ds, train_ds, encoder=conf.encoder(cfg.encoder), graph=conf.graph_spec(cfg), phi=conf.phi_spec(cfg),
+                         f_theta=conf.f_theta_config(cfg), cache_dir=None, work_dir=out_dir, logger=conf.lightning_logger(cfg),
+                         ckpt_path=cfg.get("ckpt_path"), progress=cfg.encoder.get("show_progress", True))
     metrics = {**index.f_theta_info["metrics"], "leak": index.leak,
                **{f"graph/{k}": v for k, v in index.statistics.items() if k != "builders"}}
     if process_rank() != 0:  # an extra DDP rank: it trained its shard; rank 0 writes the results
