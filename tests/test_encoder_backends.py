@@ -131,6 +131,10 @@ def test_the_query_cache_encodes_each_missing_question_once_and_forgets_the_leas
     cached.encode(["aa", "b"])
     assert inner.calls == [["ccc"], ["aa"]] and (cached.hits, cached.misses) == (3, 4)
     assert (cached.name, cached.fingerprint, cached.backend) == ("counting", "fp", "torch")
+    # each kept embedding owns its storage: a view of its batch's tensor would keep the whole
+    # batch alive for as long as any of its rows stays cached
+    for row in cached._cache.values():
+        assert row.untyped_storage().nbytes() == row.numel() * row.element_size()
 
 
 def test_the_servers_query_cache_size_is_checked_and_wraps_the_index_encoder():

@@ -35,7 +35,7 @@ class LRUQueryEncoder:
         missing = list(dict.fromkeys(t for t in texts if t not in found))
         if missing:
             for text, row in zip(missing, self.inner.encode(missing)):
-                found[text] = row
+                found[text] = row.clone()  # its own storage: a view would keep the whole batch's alive
             with self._lock:
                 for text in missing:
                     self._cache[text] = found[text]
