@@ -146,3 +146,32 @@ def test_the_servers_query_cache_size_is_checked_and_wraps_the_index_encoder():
     index.encoder = CountingEncoder()
     create_app(index, ServerSettings(query_cache=8))
     assert isinstance(index.encoder, LRUQueryEncoder) and index.encoder.size == 8
+
+
+@pytest.mark.slow
+@pytest.mark.encoder
+def test_a_reload_to_another_encoder_gets_that_encoder_behind_a_fresh_query_cache(tmp_path):
+    from isorag_pyg.server import ServerSettings, create_app
+    from isorag_pyg.server.engine import RetrievalRequest
+
+    directory = tmp_path / "index"
+    build = dict(f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    ISORAGIndex.build(PASSAGES, encoder=SentenceEncoder(cache_dir=None, show_progress=False), **build).save(directory)
+    served = create_app(ISORAGIndex.load(directory), ServerSettings(query_cache=16)).state.served
+    served.run([RetrievalRequest(("Where is mustard made?",), 2, "iso")])
+    torch_cache = served.index.encoder
+    assert isinstance(torch_cache, LRUQueryEncoder) and torch_cache.misses == 1
+
+    same = ISORAGIndex.load(directory)  # a new version, same encoder: the loaded one (and its cache) stays
+    same.save(directory)
+    assert served.reload()["reloaded"] and served.index.encoder is torch_cache
+
+    int8 = SentenceEncoder(cache_dir=None, show_progress=False, backend="onnx-int8")
+    ISORAGIndex.build(PASSAGES, encoder=int8, **build).save(directory)  # rebuilt with another encoder
+    assert served.reload()["reloaded"]
+    cache = served.index.encoder
+    # a fresh cache of the server's size: only the new version's warm-up question is in it
+    assert isinstance(cache, LRUQueryEncoder) and cache is not torch_cache and cache.size == 16 and (cache.hits, cache.misses) == (0, 1)
+    assert (cache.backend, cache.fingerprint) == ("onnx-int8", int8.fingerprint)
+    [hits] = served.run([RetrievalRequest(("Where is mustard made?",), 2, "iso")])
+    assert hits.hits[0][0].id == served.index.passages[1].id and cache.misses == 2  # Dijon, the question embedded by int8

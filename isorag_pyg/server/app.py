@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.encoders.query_cache import LRUQueryEncoder
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
 from isorag_pyg.index.answers import answer_json
@@ -147,11 +148,15 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     the current :class:`RetrievalEngine`, counters in ``/health``; reloaded from the directory
     the index was loaded from) and a :class:`MicroBatcher` feeding it, started and stopped with
     the app's lifespan (as is the manifest watch, with ``settings.watch_seconds``). A reloaded
-    version keeps the encoder (query cache included) when its fingerprint is the same."""
-    if settings.query_cache:
-        index.encoder = LRUQueryEncoder(index.encoder, settings.query_cache)
+    version keeps the encoder (query cache included) when its fingerprint is the same, and gets
+    its own encoder behind a fresh query cache when it is not."""
+
+    def serving_encoder(encoder: TextEncoder) -> TextEncoder:
+        return LRUQueryEncoder(encoder, settings.query_cache) if settings.query_cache else encoder
+
+    index.encoder = serving_encoder(index.encoder)
     reloadable = index.origin is not None  # loaded from a directory (the app keeps no other reference to this version)
-    served = ServedIndex(index.origin[0] if reloadable else "", RetrievalEngine(index), verify)
+    served = ServedIndex(index.origin[0] if reloadable else "", RetrievalEngine(index), verify, serving_encoder)
     batcher: MicroBatcher[RetrievalRequest, Served] = MicroBatcher(served.run, settings.batch_window_ms / 1000, settings.max_batch,
                                                                    settings.max_pending)
 

@@ -63,9 +63,11 @@ class RetrievalEngine:
         self.stats.clear()
 
     def prepare(self, previous: RetrievalEngine) -> None:
-        """Build and run once the retrievers ``previous`` had, on its warm-up question (no encoder
-        call: safe while ``previous`` answers a batch on another thread)."""
-        self.warm_queries = previous.warm_queries
+        """Build and run once the retrievers ``previous`` had, on its warm-up question when both
+        share the encoder (no encoder call: safe while ``previous`` answers a batch on another
+        thread), else on the warm-up question encoded by this engine's own encoder."""
+        shared = self.index.encoder is previous.index.encoder and previous.warm_queries is not None
+        self.warm_queries = previous.warm_queries if shared else self.index.encode_questions(["warm-up"])
         for name in list(previous._retrievers):
             self.retriever(name).retrieve(self.warm_queries, 1)
 

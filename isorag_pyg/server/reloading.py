@@ -3,18 +3,21 @@
 :class:`ServedIndex` is the batcher's batch function: each batch is answered by the engine that
 is current when the batch starts, so a reload swaps versions between batches. A reload opens
 the new version (in the caller's thread, off the event loop), gives it the encoder already
-loaded (same fingerprint), prepares its retrievers, and only then makes it current; a version
-that fails to open leaves the current one serving. Every answer carries the version that
-produced it.
+loaded (same fingerprint; query cache included) or, for a version built with another encoder,
+that version's own encoder prepared as the server prepares encoders (a fresh query cache of the
+same size: the old one's vectors belong to another model), prepares its retrievers, and only
+then makes it current; a version that fails to open leaves the current one serving. Every
+answer carries the version that produced it.
 """
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.index.locking import read_generation
 from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
@@ -32,10 +35,14 @@ class Served:
 
 
 class ServedIndex:
-    """The current :class:`RetrievalEngine` over the index in ``directory``, reloadable."""
+    """The current :class:`RetrievalEngine` over the index in ``directory``, reloadable;
+    ``serving_encoder`` prepares a reloaded version's own encoder when its fingerprint differs
+    (default: as it is)."""
 
-    def __init__(self, directory: str | Path, engine: RetrievalEngine, verify: bool = True):
+    def __init__(self, directory: str | Path, engine: RetrievalEngine, verify: bool = True,
+                 serving_encoder: Callable[[TextEncoder], TextEncoder] = lambda encoder: encoder):
         self.directory, self.engine, self.verify = Path(directory), engine, verify
+        self.serving_encoder = serving_encoder
         self._reload_lock = threading.Lock()
         self.reloads = 0
 
@@ -64,7 +71,9 @@ class ServedIndex:
             old = self.engine
             index = ISORAGIndex.load(self.directory, verify=self.verify)
             if index.encoder_spec["fingerprint"] == old.index.encoder_spec["fingerprint"]:
-                index.encoder = old.index.encoder  # the model stays loaded
+                index.encoder = old.index.encoder  # the model (and the query cache) stays loaded
+            else:
+                index.encoder = self.serving_encoder(index.encoder)
             engine = RetrievalEngine(index)
             engine.prepare(old)
             engine.stats = old.stats  # the counters carry on
