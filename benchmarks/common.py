@@ -91,6 +91,11 @@ def f_theta_settings(*overrides: str) -> FThetaConfig:
     return conf.f_theta_config(_compose("train", ["paths.output_dir=.", *overrides]))
 
 
+def reader_config() -> dict[str, Any]:
+    """The packaged reader's config (``qa=gguf``: stop strings, ``max_tokens``, ``top_k``...)."""
+    return plain(_eval_config("qa=gguf").qa)
+
+
 def has_retriever_config(name: str) -> bool:
     """Whether ``conf/retriever/<name>.yaml`` exists."""
     return (Path(CONF) / "retriever" / f"{name}.yaml").is_file()

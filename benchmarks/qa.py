@@ -34,9 +34,9 @@ from benchmarks.common import (
     add_override_argument,
     evaluation,
     make_retriever,
+    reader_config,
     results_name,
     retriever_config,
-    setup,
     template,
     throughput,
     write_json,
@@ -126,7 +126,7 @@ def main() -> None:
         parser.error("--max-questions, --servers and --threads must be >= 1, --agreement >= 0")  # 0 questions would have meant all of them
     logging.basicConfig(level=logging.WARNING)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers
-    reader = setup("qa=gguf").qa
+    reader = reader_config()
     stop, max_tokens, k = list(reader["stop"]), int(reader["max_tokens"]), int(reader["top_k"])
     prompts = {name: template(name) for name in args.templates}
     shots = {e["question"] for p in prompts.values() for e in p.examples}
