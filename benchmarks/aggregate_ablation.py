@@ -16,7 +16,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from omegaconf import OmegaConf
 
 FIELDS = ["dataset", "graph", "leak", "beta", "over_retrieval", "phi_mode", "recall@5", "recall@10", "precision@5",
           "precision@10", "removed_edge_fraction", "latency_ms_per_query"]
@@ -26,9 +25,9 @@ def collect(sweep_dir: Path) -> list[dict]:
     rows = []
     for metrics_path in sorted(sweep_dir.glob("*/metrics.json")):
         metrics = json.loads(metrics_path.read_text())
-        retriever = OmegaConf.load(metrics_path.parent / ".hydra" / "config.yaml").retriever
+        retriever = metrics["retrievers"][metrics["retriever"]]["config"]  # the job's retriever config, as evaluate.py recorded it
         rows.append({"dataset": metrics["dataset"], "graph": "+".join(metrics["builders"]), "leak": metrics["leak"],
-                     "beta": retriever.beta, "over_retrieval": retriever.over_retrieval, "phi_mode": retriever.phi_mode,
+                     "beta": retriever["beta"], "over_retrieval": retriever["over_retrieval"], "phi_mode": retriever["phi_mode"],
                      **{k: metrics[k] for k in FIELDS[6:]}})
     if not rows:
         raise SystemExit(f"no */metrics.json under {sweep_dir}")

@@ -43,7 +43,6 @@ import torch
 
 from benchmarks.common import (
     add_override_argument,
-    eval_config,
     evaluation,
     make_retriever,
     per_query_ms,
@@ -184,8 +183,7 @@ def compare(name: str, build: Callable[[str], ANNIndex], make: Callable[[ANNInde
 
 def dataset_row(dataset: str, graph: str, overrides: list[str], num_queries: int, kinds: list[str]) -> dict[str, Any]:
     """The real corpus: its index, dev questions and gold passages, and ISO-RAG's Recall@5 / @10."""
-    cfg = eval_config(f"dataset={dataset}", f"graph={graph}", *overrides)
-    inputs = evaluation(cfg)
+    inputs, _ = evaluation(f"dataset={dataset}", f"graph={graph}", *overrides)
     rcfg = retriever_config("iso", device="cpu")
     queries = inputs.queries.slice(0, num_queries)
     gold = inputs.gold[:num_queries]

@@ -13,6 +13,7 @@ import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from isorag_pyg.jobs.config import RETRIEVER_META, plain
 from isorag_pyg.qa import OpenAIChatGenerator, PromptTemplate
 from isorag_pyg.qa.server import Timing
 from isorag_pyg.retrieval import Queries, Retriever
+from isorag_pyg.training.config import FThetaConfig
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = str(REPO / "conf")
@@ -38,42 +40,65 @@ RESULTS = Path(os.environ.get("ISORAG_BENCH_RESULTS", REPO / "benchmarks" / "res
 DATA_DIR = os.environ.get("ISORAG_DATA_DIR", str(REPO.parent / "shared" / "datasets"))
 
 
-def eval_config(*overrides: str) -> DictConfig:
-    """The ``eval`` config with overrides (no hydra run directory: output goes to a temp dir)."""
+def _compose(config: str, overrides: list[str]) -> DictConfig:
+    """``conf/<config>.yaml`` with hydra overrides."""
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("eval", overrides=[f"paths.output_dir={tempfile.mkdtemp(prefix='isorag-bench-')}",
-                                         f"++dataset.data_dir={DATA_DIR}", "encoder.show_progress=false",
-                                         "train_f_theta=true", *overrides])  # the scripts compare φ with and without f_θ's volumes
-    return cfg
+        return compose(config, overrides=overrides)
 
 
-def dataset_splits(cfg: DictConfig) -> tuple[QADataset, QADataset | None]:
-    """The questions to evaluate (with their corpus) and the training questions an ``eval``
-    config names (its ``split`` honoured)."""
-    return conf.split_datasets(cfg)
+def _eval_config(*overrides: str) -> DictConfig:
+    """The ``eval`` config with overrides (no hydra run directory: output goes to a temp dir)."""
+    return _compose("eval", [f"paths.output_dir={tempfile.mkdtemp(prefix='isorag-bench-')}", f"++dataset.data_dir={DATA_DIR}",
+                             "encoder.show_progress=false", "train_f_theta=true",  # the scripts compare φ with and without f_θ's volumes
+                             *overrides])
 
 
-def build_options(cfg: DictConfig, backend: str | None = None, f_theta: bool = True) -> dict[str, Any]:
-    """:meth:`ISORAGIndex.build`'s settings in an ``eval`` config: its encoder (on ``backend``:
-    default the config's), graph, φ and, when ``f_theta``, f_θ's training config."""
-    return {"encoder": conf.encoder(cfg.encoder, backend), "graph": conf.graph_spec(cfg), "phi": conf.phi_spec(cfg),
-            "f_theta": conf.f_theta_config(cfg) if f_theta else None}
+@dataclass
+class Setup:
+    """What the ``eval`` config with some overrides chooses, as plain values: all a script sees of
+    the configs."""
+
+    dataset: QADataset  # the questions to evaluate, with their corpus (``split`` honoured; the first ``max_questions``)
+    train: QADataset | None  # the training questions beside them
+    k: int  # passages retrieved per question
+    options: dict[str, Any]  # ISORAGIndex.build's encoder, graph, phi and f_theta (FThetaConfig)
+    qa: dict[str, Any] | None  # the reader's config (``qa=...``), or None
 
 
-def evaluation(cfg: DictConfig) -> EvaluationInputs:
-    """The questions (the first ``max_questions``), their index and encoded questions that an
-    ``eval`` config describes, through the library's entry points with plain arguments:
-    :func:`~isorag_pyg.index.cache.cached_index` (built once per settings, then cached) and
-    :func:`~isorag_pyg.index.evaluation.evaluation_inputs`."""
-    eval_ds, train_ds = dataset_splits(cfg)
-    if cfg.get("max_questions"):
-        eval_ds.questions = eval_ds.questions[: cfg.max_questions]
-    encoder = conf.encoder(cfg.encoder)
-    index = cached_index(eval_ds, train_ds, encoder=encoder, graph=conf.graph_spec(cfg), phi=conf.phi_spec(cfg),
-                         f_theta=conf.f_theta_config(cfg) if conf.needs_f_theta(cfg, [cfg.retriever]) else None,
-                         cache_dir=conf.index_cache_dir(cfg), work_dir=Path(cfg.paths.output_dir) / "f_theta",
-                         logger=conf.lightning_logger(cfg), ckpt_path=cfg.get("ckpt_path"), progress=cfg.encoder.get("show_progress", True))
-    return evaluation_inputs(index, eval_ds, encoder)
+def setup(*overrides: str, backend: str | None = None) -> Setup:
+    """The :class:`Setup` of the ``eval`` config with ``overrides`` (the encoder on ``backend``:
+    default the configured one)."""
+    cfg = _eval_config(*overrides)
+    eval_ds, train_ds = conf.split_datasets(cfg)
+    settings = conf.index_settings(cfg, backend=backend)
+    return Setup(eval_ds, train_ds, int(cfg.k), {key: settings[key] for key in ("encoder", "graph", "phi", "f_theta")}, plain(cfg.qa))
+
+
+def evaluation(*overrides: str) -> tuple[EvaluationInputs, int]:
+    """The questions, their index and encoded questions that the ``eval`` config with
+    ``overrides`` describes, and its ``k``: through the library's entry points with plain
+    arguments, :func:`~isorag_pyg.index.cache.cached_index` (built once per settings, then cached)
+    and :func:`~isorag_pyg.index.evaluation.evaluation_inputs`."""
+    cfg = _eval_config(*overrides)
+    eval_ds, train_ds = conf.split_datasets(cfg)
+    settings = conf.index_settings(cfg, conf.needs_f_theta(cfg, [cfg.retriever]))
+    index = cached_index(eval_ds, train_ds, **settings, cache_dir=conf.index_cache_dir(cfg), work_dir=Path(cfg.paths.output_dir) / "f_theta")
+    return evaluation_inputs(index, eval_ds, settings["encoder"]), int(cfg.k)
+
+
+def f_theta_settings(*overrides: str) -> FThetaConfig:
+    """f_θ's training config in the ``train`` config with ``overrides``."""
+    return conf.f_theta_config(_compose("train", ["paths.output_dir=.", *overrides]))
+
+
+def reader_config() -> dict[str, Any]:
+    """The packaged reader's config (``qa=gguf``: stop strings, ``max_tokens``, ``top_k``...)."""
+    return plain(_eval_config("qa=gguf").qa)
+
+
+def has_retriever_config(name: str) -> bool:
+    """Whether ``conf/retriever/<name>.yaml`` exists."""
+    return (Path(CONF) / "retriever" / f"{name}.yaml").is_file()
 
 
 def add_override_argument(parser: argparse.ArgumentParser) -> None:
@@ -83,8 +108,7 @@ def add_override_argument(parser: argparse.ArgumentParser) -> None:
 
 @cache
 def _retriever_base(name: str) -> dict[str, Any]:
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return plain(compose("eval", overrides=[f"retriever={name}", "paths.output_dir=."]).retriever)
+    return plain(_compose("eval", [f"retriever={name}", "paths.output_dir=."]).retriever)
 
 
 def retriever_config(name: str, **overrides: Any) -> dict[str, Any]:
@@ -199,7 +223,7 @@ def template(entry: str) -> PromptTemplate:
     """``NAME[+KEY=VALUE...]``: ``conf/qa/template/NAME.yaml`` with hydra overrides of its keys
     (e.g. ``fewshot+passage_order=reversed``, ``fewshot+examples=[]``)."""
     name, *overrides = entry.split("+")
-    cfg = eval_config("qa=gguf", f"qa/template={name}", *(f"qa.template.{o}" for o in overrides))
+    cfg = _eval_config("qa=gguf", f"qa/template={name}", *(f"qa.template.{o}" for o in overrides))
     return PromptTemplate(**plain(cfg.qa.template))
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import add_override_argument, dataset_splits, eval_config, results_name, write_json
+from benchmarks.common import add_override_argument, results_name, setup, write_json
 from isorag_pyg.encoders import SentenceEncoder
 from isorag_pyg.encoders.backends import BACKENDS
 from isorag_pyg.evaluation.metrics import retrieval_metrics
@@ -68,8 +68,7 @@ def throughput(backends: list[str], texts: list[str], rounds: int) -> dict[str, 
 
 def recall(dataset: str, backends: list[str], overrides: list[str]) -> dict[str, Any]:
     """Recall@5 of dense and ISO-RAG for every (passage backend, question backend) pair measured."""
-    cfg = eval_config(f"dataset={dataset}", *overrides)
-    eval_ds, _ = dataset_splits(cfg)
+    eval_ds = setup(f"dataset={dataset}", *overrides).dataset
     questions = [q.text for q in eval_ds.questions]
     indexes, queries = {}, {}
     for b in backends:
@@ -109,7 +108,7 @@ def main() -> None:
         parser.error("--backends must include torch (the reference), --sample be >= 8 and --rounds >= 1")
 
     load_before = os.getloadavg()
-    corpus = dataset_splits(eval_config("dataset=2wikimultihopqa", *args.override))[0].corpus
+    corpus = setup("dataset=2wikimultihopqa", *args.override).dataset.corpus
     step = max(1, len(corpus) // args.sample)
     texts = [p.content for p in corpus[::step][:args.sample]]
     print(f"throughput on {len(texts)} 2Wiki passages, {args.rounds} rounds ({torch.get_num_threads()} threads, "

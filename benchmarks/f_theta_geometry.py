@@ -22,7 +22,6 @@ import logging
 
 from benchmarks.common import (
     add_override_argument,
-    eval_config,
     evaluation,
     gap_auroc,
     make_retriever,
@@ -54,8 +53,7 @@ def main() -> None:
     for dataset in args.datasets:
         useful = None  # the corpus graph is the same for every variant; only f_θ differs
         for variant, overrides in VARIANTS.items():
-            cfg = eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train", *overrides, *args.override)
-            inputs = evaluation(cfg)  # the index of this variant: f_θ trained with its overrides
+            inputs, k = evaluation(f"dataset={dataset}", f"graph={args.graph}", "split=train", *overrides, *args.override)  # the index of this variant: f_θ trained with its overrides
             edges = inputs.index.retrieval_graph("cpu").up_edge_index  # each undirected edge once, as the retriever stores them
             if useful is None:
                 useful = useful_edge_mask(edges, inputs.gold, len(inputs.index))
@@ -65,7 +63,7 @@ def main() -> None:
                 recalls = {}
                 for beta in BETAS:
                     retriever = make_retriever(inputs, retriever_config("iso", p=p, beta=beta))
-                    result = retriever.retrieve(inputs.queries, cfg.k)
+                    result = retriever.retrieve(inputs.queries, k)
                     recalls[f"recall@5_beta{beta}"] = retrieval_metrics(result.indices, inputs.gold)["recall@5"]
                 row = {"dataset": dataset, "variant": "none (p = 0)" if p == 0 else variant, "p": p,
                        "auroc": gap_auroc(profile_gap(retriever.log_phi.cpu(), edges), useful),  # φ does not depend on β

@@ -28,11 +28,9 @@ def one(n: int, m: int, dim: int, epochs: int) -> dict:
     import igraph as ig
     import lightning as L
     import torch
-    from hydra import compose, initialize_config_dir
-    from hydra.utils import instantiate
     from torch_geometric.data import Data
 
-    from benchmarks.common import CONF
+    from benchmarks.common import f_theta_settings
     from isorag_pyg.training.datamodule import GraphTripletDataModule
     from isorag_pyg.training.module import HyperbolicEmbeddingModule
 
@@ -42,15 +40,14 @@ def one(n: int, m: int, dim: int, epochs: int) -> dict:
     ei = torch.tensor(g.get_edgelist(), dtype=torch.long).t()
     data = Data(x=torch.nn.functional.normalize(torch.randn(n, dim), dim=-1), edge_index=torch.cat([ei, ei.flip(0)], 1), num_nodes=n)
     del g, ei
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("train", overrides=["trainer=cpu", "paths.output_dir=."])
+    config = f_theta_settings("trainer=cpu")
     start = time.perf_counter()
-    datamodule = GraphTripletDataModule(data, seed=0, **cfg.data)
+    datamodule = GraphTripletDataModule(data, seed=0, **config.data)
     datamodule.setup()
     setup_seconds = time.perf_counter() - start
-    model = HyperbolicEmbeddingModule(in_dim=dim, **cfg.model)
-    trainer = instantiate(cfg.trainer, max_epochs=epochs, logger=False, enable_checkpointing=False,
-                          enable_progress_bar=False, enable_model_summary=False)
+    model = HyperbolicEmbeddingModule(in_dim=dim, **config.model)
+    trainer = L.Trainer(**{**config.trainer, "max_epochs": epochs, "logger": False, "enable_checkpointing": False,
+                           "enable_progress_bar": False, "enable_model_summary": False})
     start = time.perf_counter()
     trainer.fit(model, datamodule=datamodule)
     fit_seconds = time.perf_counter() - start

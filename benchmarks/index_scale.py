@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, build_options, dataset_splits, eval_config, write_json
+from benchmarks.common import REPO, setup, write_json
 
 OPEN_SCRIPT = """
 import json, re, sys, time
@@ -45,9 +45,8 @@ print(json.dumps({"imports_s": imported - start, "open_s": opened - imported, "p
 
 def build_2wiki(repeats: int, out: Path) -> dict:
     from isorag_pyg.index import ISORAGIndex
-    cfg = eval_config("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false")
-    eval_ds, _train_ds = dataset_splits(cfg)
-    options = build_options(cfg)
+    chosen = setup("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false")
+    eval_ds, options = chosen.dataset, chosen.options
     encoder = options["encoder"]
     encoder.encode([p.content for p in eval_ds.corpus])  # fills the embedding cache (untimed)
     start = time.perf_counter()
@@ -71,7 +70,7 @@ def build_2wiki(repeats: int, out: Path) -> dict:
         runs.append({"wall_s": wall, **json.loads(done.stderr.strip().splitlines()[-1])})
     median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     row = {"passages": len(index), "edges": index.statistics["edges"], "build_s": build_s, "save_s": save_s,
-           "f_theta_epochs": cfg.trainer.max_epochs, "load_s_median": statistics.median(loads), "load_s_all": loads,
+           "f_theta_epochs": options["f_theta"].trainer["max_epochs"], "load_s_median": statistics.median(loads), "load_s_all": loads,
            "query_end_to_end_s_median": median["wall_s"], "query_split_median_s": median, "query_runs": runs,
            "index_bytes": sum(p.stat().st_size for p in out.iterdir())}
     print(f"2wiki: build {build_s:.1f} s (cached embeddings), save {save_s:.2f} s, load {row['load_s_median']:.3f} s (median of {repeats}), "

@@ -28,7 +28,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import get_ppr
 
-from benchmarks.common import RESULTS, eval_config, evaluation, make_retriever, per_query_ms, retriever_config, single_query_ms, write_json
+from benchmarks.common import RESULTS, evaluation, make_retriever, per_query_ms, retriever_config, single_query_ms, write_json
 from isorag_pyg.retrieval import GlobalPPRRetriever, ISORetriever, Queries, RetrievalGraph
 from isorag_pyg.retrieval.scoring import teleport_weights
 from isorag_pyg.utils.device import device_of
@@ -126,8 +126,7 @@ def main() -> None:
     device = device_of(args.device)
     rcfg = retriever_config("iso", device=args.device)
     alpha = float(rcfg["alpha"])
-    cfg = eval_config("dataset=2wikimultihopqa", "graph=leakfree")
-    inputs = evaluation(cfg)
+    inputs, _ = evaluation("dataset=2wikimultihopqa", "graph=leakfree")
     iso = make_retriever(inputs, rcfg)
     ppr = make_retriever(inputs, retriever_config("ppr", device=args.device))
     queries = inputs.queries.slice(0, args.queries)

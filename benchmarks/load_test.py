@@ -55,7 +55,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from benchmarks.common import REPO, build_options, dataset_splits, eval_config, results_name, write_json
+from benchmarks.common import REPO, results_name, setup, write_json
 
 #: Per comparison, its two servers in the order A, B: each level runs A, B, B, A and reports A / B.
 COMPARISONS = ("batching", "backends")
@@ -73,11 +73,11 @@ def load_or_build_index(directory: Path, questions_only: bool, backend: str = "t
     ``questions_only``) the index's summary."""
     from isorag_pyg.index import ISORAGIndex
 
-    cfg = eval_config("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false")
-    eval_ds, _ = dataset_splits(cfg)
+    chosen = setup("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false", backend=backend)
+    eval_ds = chosen.dataset
     if not questions_only:
         start = time.perf_counter()
-        index = ISORAGIndex.build(eval_ds.corpus, **build_options(cfg, backend), progress=False)
+        index = ISORAGIndex.build(eval_ds.corpus, **chosen.options, progress=False)
         index.save(directory)
         print(f"built the 2Wiki index in {time.perf_counter() - start:.0f} s: {index!r}", flush=True)
     info = ISORAGIndex.load(directory).info()

@@ -40,7 +40,6 @@ from benchmarks.common import (
     PPR_GRID,
     RESULTS,
     add_override_argument,
-    eval_config,
     evaluation,
     make_retriever,
     retriever_config,
@@ -48,6 +47,7 @@ from benchmarks.common import (
     write_json,
 )
 from isorag_pyg.evaluation.metrics import per_question_recall, retrieval_metrics
+from isorag_pyg.index.evaluation import EvaluationInputs
 
 
 def beta_rule(edge_index: torch.Tensor, log_phi: torch.Tensor) -> dict[str, float]:
@@ -131,16 +131,15 @@ def family_settings() -> dict[str, list[dict[str, Any]]]:
 
 @dataclass
 class Prepared:
-    cfg: Any
-    inputs: Any
+    inputs: EvaluationInputs
+    k: int
     seconds: float
 
 
 def prepare(dataset: str, level: Level, split: str, overrides: list[str]) -> Prepared:
     start = time.perf_counter()
-    cfg = eval_config(f"dataset={dataset}", f"split={split}", *level.overrides, *overrides)
-    inputs = evaluation(cfg)  # the graph's index, f_θ trained on it (and cached)
-    return Prepared(cfg, inputs, time.perf_counter() - start)
+    inputs, k = evaluation(f"dataset={dataset}", f"split={split}", *level.overrides, *overrides)  # the graph's index, f_θ trained on it (and cached)
+    return Prepared(inputs, k, time.perf_counter() - start)
 
 
 def rcfg_for(family: str, knobs: dict[str, Any], level: Level):
@@ -149,7 +148,7 @@ def rcfg_for(family: str, knobs: dict[str, Any], level: Level):
 
 
 def run(prep: Prepared, family: str, knobs: dict[str, Any], level: Level):
-    return make_retriever(prep.inputs, rcfg_for(family, knobs, level)).retrieve(prep.inputs.queries, prep.cfg.k)
+    return make_retriever(prep.inputs, rcfg_for(family, knobs, level)).retrieve(prep.inputs.queries, prep.k)
 
 
 def rule_beta(prep: Prepared, knobs: dict[str, Any]) -> dict[str, float]:

@@ -16,7 +16,7 @@ import argparse
 import logging
 import math
 
-from benchmarks.common import eval_config, evaluation, gap_auroc, profile_gap, useful_edge_mask, write_json
+from benchmarks.common import evaluation, gap_auroc, profile_gap, useful_edge_mask, write_json
 
 SETTINGS = [(1.0, 8.0), (1.0, 0.0), (4.0, 8.0), (4.0, 0.0)]
 BETAS = [0.01, 0.05, 0.1, 0.3, 0.5]
@@ -30,8 +30,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     rows = []
     for dataset in args.datasets:
-        cfg = eval_config(f"dataset={dataset}", f"graph={args.graph}", "split=train")
-        inputs = evaluation(cfg)
+        inputs, _ = evaluation(f"dataset={dataset}", f"graph={args.graph}", "split=train")
         edges = inputs.index.retrieval_graph("cpu").up_edge_index  # each undirected edge once
         useful = useful_edge_mask(edges, inputs.gold, len(inputs.index))
         for p, floor in SETTINGS:

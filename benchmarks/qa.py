@@ -32,9 +32,9 @@ from typing import Any
 from benchmarks.common import (
     Spread,
     add_override_argument,
-    eval_config,
     evaluation,
     make_retriever,
+    reader_config,
     results_name,
     retriever_config,
     template,
@@ -53,8 +53,7 @@ def rankings(dataset: str, rows: list[str], k: int, split: str, max_questions: i
              overrides: list[str]) -> tuple[list[Question], dict[str, list[list[Passage]]]]:
     """The questions and, per row, each question's passages (best first): none, a retriever's
     top ``k`` (its default config) or the gold passages."""
-    cfg = eval_config(f"dataset={dataset}", f"split={split}", f"max_questions={max_questions}", *overrides)
-    inputs = evaluation(cfg)
+    inputs, _ = evaluation(f"dataset={dataset}", f"split={split}", f"max_questions={max_questions}", *overrides)
     questions, passages = inputs.dataset.questions, inputs.index.passages
     out: dict[str, list[list[Passage]]] = {}
     for row in rows:
@@ -127,8 +126,8 @@ def main() -> None:
         parser.error("--max-questions, --servers and --threads must be >= 1, --agreement >= 0")  # 0 questions would have meant all of them
     logging.basicConfig(level=logging.WARNING)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers
-    qa_cfg = eval_config("qa=gguf").qa
-    stop, max_tokens, k = list(qa_cfg.stop), int(qa_cfg.max_tokens), int(qa_cfg.top_k)
+    reader = reader_config()
+    stop, max_tokens, k = list(reader["stop"]), int(reader["max_tokens"]), int(reader["top_k"])
     prompts = {name: template(name) for name in args.templates}
     shots = {e["question"] for p in prompts.values() for e in p.examples}
     model = packaged_gemma()

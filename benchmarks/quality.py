@@ -28,11 +28,10 @@ import logging
 from pathlib import Path
 
 from benchmarks.common import (
-    CONF,
     add_override_argument,
     best_rows,
-    eval_config,
     evaluation,
+    has_retriever_config,
     make_retriever,
     retriever_config,
     write_json,
@@ -89,21 +88,20 @@ def main() -> None:
     knobs, protocol = tuned_knobs(args.per_dataset_knobs) if args.per_dataset_knobs else ({}, "")
     if args.per_dataset_knobs and (missing := [d for d in args.datasets if d not in knobs]):
         raise SystemExit(f"{args.per_dataset_knobs} has no ISO-RAG setting for {', '.join(missing)} (it covers {', '.join(knobs) or 'nothing'})")
-    if args.tuned_on_dev and (missing := [d for d in args.datasets if not (Path(CONF) / "retriever" / f"iso_dev_{d}.yaml").is_file()]):
+    if args.tuned_on_dev and (missing := [d for d in args.datasets if not has_retriever_config(f"iso_dev_{d}")]):
         raise SystemExit(f"no dev-tuned knobs recorded for {', '.join(missing)} (conf/retriever/iso_dev_<dataset>.yaml)")
     logging.basicConfig(level=logging.WARNING)
     results = []
     for dataset in args.datasets:
         for graph in args.graphs:
-            cfg = eval_config(f"dataset={dataset}", f"graph={graph}", *args.override)
             try:
-                inputs = evaluation(cfg)
+                inputs, k = evaluation(f"dataset={dataset}", f"graph={graph}", *args.override)
             except EmptyGraphError:
                 print(f"\n{dataset} / {graph}: no edges (the question file carries no contexts); skipped", flush=True)
                 results.append({"dataset": dataset, "graph": graph, "skipped": "graph has no edges"})
                 continue
             plan = {label: make_retriever(inputs, rcfg) for label, rcfg in retrievers(dataset, knobs.get(dataset, {}), args.tuned_on_dev, args.ablation_seeds).items()}
-            runs = evaluate_retrievers(plan, inputs.queries, inputs.gold, cfg.k)
+            runs = evaluate_retrievers(plan, inputs.queries, inputs.gold, k)
             scores = {label: {key: run.metrics[key] for key in ("recall@5", "precision@5", "recall@10", "precision@10")} for label, run in runs.items()}
             results.append(summarise(dataset, graph, inputs, scores))
     if args.tuned_on_dev:

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from benchmarks.common import add_override_argument, dataset_splits, eval_config, write_json
+from benchmarks.common import add_override_argument, setup, write_json
 from isorag_pyg.encoders import SentenceEncoder
 from isorag_pyg.encoders.backends import BACKENDS, tokenize
 
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     add_override_argument(parser)
     args = parser.parse_args()
-    questions = [q.text for q in dataset_splits(eval_config("dataset=2wikimultihopqa", *args.override))[0].questions][:args.batch]
+    questions = [q.text for q in setup("dataset=2wikimultihopqa", *args.override).dataset.questions][:args.batch]
     encoders = {b: SentenceEncoder(backend=b, cache_dir=None, show_progress=False, batch_size=args.batch) for b in args.backends}
     for encoder in encoders.values():
         encoder.encode(questions[:2])  # load, export, warm up

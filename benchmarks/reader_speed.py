@@ -29,7 +29,7 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from benchmarks.common import Spread, dataset_splits, eval_config, results_name, template, throughput, write_json
+from benchmarks.common import Spread, results_name, setup, template, throughput, write_json
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.qa import OpenAIChatGenerator
 from isorag_pyg.qa.models import packaged_gemma
@@ -119,13 +119,13 @@ def main() -> None:
             parser.error(str(err))
     logging.basicConfig(level=logging.WARNING)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers
-    cfg = eval_config(f"dataset={args.dataset}", "split=train", "qa=gguf")
-    dataset, _ = dataset_splits(cfg)
+    chosen = setup(f"dataset={args.dataset}", "split=train", "qa=gguf")
+    dataset = chosen.dataset
     prompt = template("fewshot")
     shots = {e["question"] for e in prompt.examples}
     questions = [q for q in dataset.questions if q.text not in shots][: args.questions]
     requests = [prompt.request(q.text, p) for q, p in zip(questions, prompt_passages(questions, dataset.corpus))]
-    stop, max_tokens = list(cfg.qa.stop), int(cfg.qa.max_tokens)
+    stop, max_tokens = list(chosen.qa["stop"]), int(chosen.qa["max_tokens"])
     runs = []
     print(f"{args.dataset} training questions: {len(requests)} prompts")
     print(f"  {'config':42s} {'prompt t/s':>10s} {'gen t/s':>8s} {'s/q':>6s} {'x prompt':>8s} {'same answers':>12s}")

@@ -12,7 +12,7 @@ import argparse
 import logging
 import time
 
-from benchmarks.common import build_options, dataset_splits, eval_config, write_json
+from benchmarks.common import setup, write_json
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.utils import PhiSpec
 
@@ -26,9 +26,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     rows = []
     for graph in args.graphs:
-        cfg = eval_config(f"dataset={args.dataset}", f"graph={graph}", f"trainer.max_epochs={args.epochs}")
-        eval_ds, train_ds = dataset_splits(cfg)
-        options = build_options(cfg)
+        chosen = setup(f"dataset={args.dataset}", f"graph={graph}", f"trainer.max_epochs={args.epochs}")
+        eval_ds, train_ds, options = chosen.dataset, chosen.train, dict(chosen.options)
         f_theta = options.pop("f_theta")
         index = ISORAGIndex.build(eval_ds.corpus, **{**options, "phi": PhiSpec(p=0.0)}, f_theta=None, questions=eval_ds,
                                   train_questions=train_ds, progress=False)

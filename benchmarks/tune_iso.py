@@ -22,7 +22,6 @@ from benchmarks.common import (
     PPR_GRID,
     add_override_argument,
     best_rows,
-    eval_config,
     evaluation,
     make_retriever,
     retriever_config,
@@ -107,14 +106,13 @@ def main() -> None:
     rows, cv = [], {}
     for dataset in args.datasets:
         for graph in args.graphs:
-            cfg = eval_config(f"dataset={dataset}", f"graph={graph}", f"split={args.split}", *args.override)
-            inputs = evaluation(cfg)
+            inputs, k = evaluation(f"dataset={dataset}", f"graph={graph}", f"split={args.split}", *args.override)
             runs: list[tuple[str, dict[str, Any]]] = [("dense", {})]
             runs += [("ppr", setting) for setting in settings(PPR_GRID)]
             runs += [("iso", setting) for setting in settings(grid)]
             here, recalls = [], []
             for name, setting in runs:
-                result = make_retriever(inputs, retriever_config(name, **setting)).retrieve(inputs.queries, cfg.k)
+                result = make_retriever(inputs, retriever_config(name, **setting)).retrieve(inputs.queries, k)
                 here.append({"dataset": dataset, "graph": graph, "retriever": name, **setting, **retrieval_metrics(result.indices, inputs.gold)})
                 recalls.append(per_question_recall(result.indices, inputs.gold, 5))
             rows += here

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import PPR_GRID, RESULTS, dataset_splits, eval_config, results_name, settings, write_json
+from benchmarks.common import PPR_GRID, RESULTS, results_name, settings, setup, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.evaluation.metrics import retrieval_metrics
@@ -162,7 +162,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     results, timing = [], None
     for dataset in args.datasets:
-        dev_ds, train_ds = dataset_splits(eval_config(f"dataset={dataset}"))
+        chosen = setup(f"dataset={dataset}")
+        dev_ds, train_ds = chosen.dataset, chosen.train
         if dataset == "2wikimultihopqa":
             timing = entity_graph_seconds(dev_ds.corpus)
             print(f"entity graph over the {timing['passages']} passages of 2Wiki's dev corpus: {timing['seconds']:.1f} s "

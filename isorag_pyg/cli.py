@@ -10,7 +10,7 @@
 Errors (a bad path, an empty corpus, a missing or corrupt index, a bad argument such as ``-k abc``)
 are one line on stderr and exit status 1; ``ISORAG_DEBUG=1`` shows the traceback instead.
 ``add``, ``remove`` and ``tune`` hold the index's writer lock from loading to saving, so
-concurrent updates run one after the other (see ``docs/index.md``).
+concurrent updates run one after the other.
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--encode-devices", nargs="+", default=None, metavar="DEVICE",
                        help="encode in one process per device, e.g. cuda:0 cuda:1, or cpu cpu cpu cpu (default: one process)")
     build.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                       help="encode on Ray actors: alone, a Ray instance on this machine; or a cluster (auto, ray://head:10001) (docs/scale.md)")
+                       help="encode on Ray actors: alone, a Ray instance on this machine; or a cluster (auto, ray://head:10001)")
     build.add_argument("--ray-workers", type=int, default=2, help="encoder actors with --ray, one per GPU or CPU worker (default: 2)")
     build.add_argument("--ray-cpus", type=float, default=1.0, help="CPUs per encoder actor with --ray (default: 1)")
     build.add_argument("--ray-gpus", type=float, default=0.0, help="GPUs per encoder actor with --ray (default: 0)")

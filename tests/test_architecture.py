@@ -1,10 +1,12 @@
 """The package's shape: no import cycle, no module importing from a layer above its own, no
 library module over 300 lines (walked with ``ast``, so imports inside functions and
-``TYPE_CHECKING`` blocks count too)."""
+``TYPE_CHECKING`` blocks count too), no module text citing a repository file that an installed
+package lacks."""
 from __future__ import annotations
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "isorag_pyg"
@@ -20,6 +22,8 @@ LAYERS = [
     {"cli"},
 ]
 MAX_LINES = 300
+#: Repository files and folders that are not installed with the package.
+OUTSIDE_PACKAGE = re.compile(r"\b(?:benchmarks|conf|docs|tests)/|README|\b(?:evaluate|train)\.py\b")
 
 
 def module_name(path: Path) -> str:
@@ -70,3 +74,10 @@ def test_no_module_imports_from_a_layer_above_its_own():
 def test_no_library_module_is_over_300_lines():
     long = {module_name(p): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_no_library_module_cites_a_file_outside_the_installed_package():
+    """Docstrings, comments and help strings point at what a user of the installed package has."""
+    cited = {f"{module_name(p)}:{i}": line.strip() for p in PACKAGE.rglob("*.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1) if OUTSIDE_PACKAGE.search(line)}
+    assert cited == {}

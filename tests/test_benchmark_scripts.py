@@ -148,14 +148,26 @@ def test_every_benchmark_imports_as_a_package_module(script):
 def _imported_modules(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    return names | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):  # a relative import (level > 0) names a module of the benchmarks package
+            package = "benchmarks." if node.level else ""
+            names |= {package + node.module} if node.module else {package + alias.name for alias in node.names}
+    return names
 
 
 @pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem not in ("__init__", "common")))
 def test_benchmarks_share_code_only_through_common_and_reach_configs_only_through_it(script):
-    """No script imports another script, or the jobs layer (the apps' config glue): the shared
-    helpers and the one bridge from hydra configs to the library's plain arguments are in
+    """No script imports another script, the jobs layer (the apps' config glue) or hydra/omegaconf:
+    the shared helpers and the one bridge from the configs to the library's plain arguments are in
     benchmarks/common.py."""
     modules = _imported_modules(REPO / "benchmarks" / f"{script}.py")
     assert not {m for m in modules if m.startswith("benchmarks.") and m != "benchmarks.common"}
     assert not {m for m in modules if m == "isorag_pyg.jobs" or m.startswith("isorag_pyg.jobs.")}
+    assert not {m for m in modules if m.split(".")[0] in ("hydra", "omegaconf")}
+
+
+def test_the_import_check_sees_relative_and_package_imports(tmp_path):
+    """The check above would catch ``from . import qa``, ``from .qa import x`` and ``import benchmarks.qa``."""
+    script = tmp_path / "script.py"
+    script.write_text("from . import qa\nfrom .noise import run\nimport benchmarks.latency\nfrom omegaconf import DictConfig\n")
+    assert _imported_modules(script) >= {"benchmarks.qa", "benchmarks.noise", "benchmarks.latency", "omegaconf"}

@@ -41,7 +41,7 @@ def auto_graph(corpus: list[Passage]) -> dict[str, dict[str, Any]]:
 
 
 #: Retriever knobs an index stores when its graph has entity nodes (chosen on training questions
-#: by benchmarks/untitled.py: with passage seeds, a passage reaches the passages that share an
+#: by the entity-graph benchmark: with passage seeds, a passage reaches the passages that share an
 #: entity with it in two hops).
 ENTITY_GRAPH_KNOBS: dict[str, dict[str, Any]] = {"iso": {"hops": 2}}
 

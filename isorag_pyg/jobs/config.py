@@ -56,17 +56,19 @@ def dataset_splits(cfg: DictConfig) -> tuple[QADataset, QADataset | None]:
 
 
 def split_datasets(cfg: DictConfig) -> tuple[QADataset, QADataset | None]:
-    """The questions to evaluate and the training questions beside them. ``split: train``
-    evaluates the training questions over their own corpus (tuning without the dev questions);
-    there are then no other training questions."""
+    """The questions to evaluate (the first ``max_questions``) and the training questions beside
+    them. ``split: train`` evaluates the training questions over their own corpus (tuning without
+    the dev questions); there are then no other training questions."""
     eval_ds, train_ds = dataset_splits(cfg.dataset)
     split = cfg.get("split", "dev")
     if split == "train":
         if train_ds is None:
             raise ValueError(f"dataset {cfg.dataset.name} has no training questions for split=train")
-        return train_ds, None
-    if split != "dev":
+        eval_ds, train_ds = train_ds, None
+    elif split != "dev":
         raise ValueError(f"split must be 'dev' or 'train', got {split!r}")
+    if cfg.get("max_questions"):
+        eval_ds.questions = eval_ds.questions[: cfg.max_questions]
     return eval_ds, train_ds
 
 
@@ -111,6 +113,16 @@ def needs_f_theta(cfg: DictConfig, retrievers: list[DictConfig]) -> bool:
 def f_theta_config(cfg: DictConfig) -> FThetaConfig:
     trainer = {k: v for k, v in plain(cfg.trainer).items() if k != "_target_"}
     return FThetaConfig(model=plain(cfg.model), data=plain(cfg.data), trainer=trainer, seed=int(cfg.seed))
+
+
+def index_settings(cfg: DictConfig, with_f_theta: bool = True, backend: str | None = None) -> dict[str, Any]:
+    """:meth:`~isorag_pyg.index.ISORAGIndex.build`'s settings in an ``eval``/``train`` config (also
+    :func:`~isorag_pyg.index.cache.cached_index`'s): the encoder (on ``backend``: default the
+    configured one), graph, φ, f_θ's config (``None`` unless ``with_f_theta``), its logger and
+    checkpoint, and the progress bar."""
+    return {"encoder": encoder(cfg.encoder, backend), "graph": graph_spec(cfg), "phi": phi_spec(cfg),
+            "f_theta": f_theta_config(cfg) if with_f_theta else None, "logger": lightning_logger(cfg),
+            "ckpt_path": cfg.get("ckpt_path"), "progress": cfg.encoder.get("show_progress", True)}
 
 
 def lightning_logger(cfg: DictConfig) -> Any:

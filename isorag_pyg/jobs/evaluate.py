@@ -32,8 +32,6 @@ def prepare_evaluation(cfg: DictConfig, out_dir: Path | None = None, retrievers:
     ``retrievers`` (default: ``cfg.retriever``) tell whether the index needs f_θ."""
     out_dir = Path(out_dir if out_dir is not None else cfg.paths.output_dir)
     eval_ds, train_ds = conf.split_datasets(cfg)
-    if cfg.get("max_questions"):
-        eval_ds.questions = eval_ds.questions[: cfg.max_questions]
     index = dataset_index(cfg, eval_ds, train_ds, out_dir, conf.needs_f_theta(cfg, retrievers if retrievers is not None else [cfg.retriever]))
     return evaluation_inputs(index, eval_ds, conf.encoder(cfg.encoder))
 

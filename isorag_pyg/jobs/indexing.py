@@ -28,7 +28,5 @@ def dataset_index(cfg: DictConfig, eval_ds: QADataset, train_ds: QADataset | Non
                              f"({len(index)} passages against {len(eval_ds.corpus)})")
         return index
     rank = process_rank()  # extra DDP ranks (sharded evaluation) train in a directory of their own
-    return cached_index(eval_ds, train_ds, encoder=conf.encoder(cfg.encoder), graph=conf.graph_spec(cfg), phi=conf.phi_spec(cfg),
-                        f_theta=conf.f_theta_config(cfg) if with_f_theta else None, cache_dir=conf.index_cache_dir(cfg),
-                        work_dir=out_dir / ("f_theta" if rank == 0 else f"f_theta_rank{rank}"), save=rank == 0,
-                        logger=conf.lightning_logger(cfg), ckpt_path=cfg.get("ckpt_path"), progress=cfg.encoder.get("show_progress", True))
+    return cached_index(eval_ds, train_ds, **conf.index_settings(cfg, with_f_theta), cache_dir=conf.index_cache_dir(cfg),
+                        work_dir=out_dir / ("f_theta" if rank == 0 else f"f_theta_rank{rank}"), save=rank == 0)

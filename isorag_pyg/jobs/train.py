@@ -25,9 +25,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     eval_ds, train_ds = conf.dataset_splits(cfg.dataset)
-    index = cached_index(eval_ds, train_ds, encoder=conf.encoder(cfg.encoder), graph=conf.graph_spec(cfg), phi=conf.phi_spec(cfg),
-                         f_theta=conf.f_theta_config(cfg), cache_dir=None, work_dir=out_dir, logger=conf.lightning_logger(cfg),
-                         ckpt_path=cfg.get("ckpt_path"), progress=cfg.encoder.get("show_progress", True))
+    index = cached_index(eval_ds, train_ds, **conf.index_settings(cfg), cache_dir=None, work_dir=out_dir)
     metrics = {**index.f_theta_info["metrics"], "leak": index.leak,
                **{f"graph/{k}": v for k, v in index.statistics.items() if k != "builders"}}
     if process_rank() != 0:  # an extra DDP rank: it trained its shard; rank 0 writes the results

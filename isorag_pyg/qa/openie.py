@@ -113,7 +113,7 @@ def parse_triples(answer: str) -> list[Triple] | None:
 
 class OpenIEExtractor:
     """Named entities, then triples, of each passage from an LLM behind an OpenAI-compatible
-    server (vLLM, llama.cpp, Ollama, hosted APIs); see docs/graphs.md.
+    server (vLLM, llama.cpp, Ollama, hosted APIs).
 
     ``chat=False`` sends few-shot completion prompts whose answer is one JSON line (a base model
     such as the packaged Gemma 3 270M); ``chat=True`` sends the same text as a chat message to an
