@@ -155,7 +155,7 @@ def test_a_reload_to_another_encoder_gets_that_encoder_behind_a_fresh_query_cach
     from isorag_pyg.server.engine import RetrievalRequest
 
     directory = tmp_path / "index"
-    build = dict(f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    build = {"f_theta": None, "phi": PhiSpec(p=0.0), "progress": False}
     ISORAGIndex.build(PASSAGES, encoder=SentenceEncoder(cache_dir=None, show_progress=False), **build).save(directory)
     served = create_app(ISORAGIndex.load(directory), ServerSettings(query_cache=16)).state.served
     served.run([RetrievalRequest(("Where is mustard made?",), 2, "iso")])
