@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import platform
+import random
 import statistics
 import tempfile
 import time
@@ -18,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import igraph as ig
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
@@ -175,6 +177,24 @@ def single_query_ms(fn, queries: Queries, count: int) -> list[float]:
         fn(queries.slice(i, i + 1))
         out.append(1000.0 * (time.perf_counter() - start))
     return out
+
+
+# ---------------------------------------------------------------- generated corpora
+def generated_graph(n: int, m: int = 5, seed: int = 0) -> torch.Tensor:
+    """A Barabási-Albert graph: ``n`` nodes, ``m`` edges per new node, both directions, ``[2, 2E]``."""
+    random.seed(seed)  # igraph draws from Python's random module
+    edges = torch.tensor(ig.Graph.Barabasi(n, m, directed=False).get_edgelist(), dtype=torch.long).t()
+    return torch.cat([edges, edges.flip(0)], dim=1)
+
+
+def generated_corpus(n: int, num_queries: int, dim: int = 384) -> tuple[torch.Tensor, torch.Tensor, Queries, torch.Tensor]:
+    """:func:`generated_graph` (m = 5), random unit ``dim``-d embeddings, queries near random
+    passages and a random log φ, all seeded: ``(edge_index, embeddings, queries, log_phi)``."""
+    torch.manual_seed(0)
+    edge_index = generated_graph(n)
+    x = torch.nn.functional.normalize(torch.randn(n, dim), dim=-1)
+    q = torch.nn.functional.normalize(x[torch.randint(0, n, (num_queries,))] + 0.5 * torch.randn(num_queries, dim) / dim**0.5, dim=-1)
+    return edge_index, x, Queries([""] * num_queries, q), torch.randn(n, dtype=torch.float64)
 
 
 # ---------------------------------------------------------------- the profile-gap signal

@@ -23,23 +23,17 @@ from pathlib import Path
 
 
 def one(n: int, m: int, dim: int, epochs: int) -> dict:
-    import random
-
-    import igraph as ig
     import lightning as L
     import torch
     from torch_geometric.data import Data
 
-    from benchmarks.common import f_theta_settings
+    from benchmarks.common import f_theta_settings, generated_graph
     from isorag_pyg.training.datamodule import GraphTripletDataModule
     from isorag_pyg.training.module import HyperbolicEmbeddingModule
 
-    random.seed(0)  # igraph draws from Python's random module
     L.seed_everything(0, verbose=False)
-    g = ig.Graph.Barabasi(n, m, directed=False)
-    ei = torch.tensor(g.get_edgelist(), dtype=torch.long).t()
-    data = Data(x=torch.nn.functional.normalize(torch.randn(n, dim), dim=-1), edge_index=torch.cat([ei, ei.flip(0)], 1), num_nodes=n)
-    del g, ei
+    edge_index = generated_graph(n, m)
+    data = Data(x=torch.nn.functional.normalize(torch.randn(n, dim), dim=-1), edge_index=edge_index, num_nodes=n)
     config = f_theta_settings("trainer=cpu")
     start = time.perf_counter()
     datamodule = GraphTripletDataModule(data, seed=0, **config.data)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import random
 import statistics
 import time
 
@@ -25,10 +24,18 @@ import igraph as ig
 import matplotlib
 import networkx as nx
 import torch
-from torch_geometric.data import Data
 from torch_geometric.utils import get_ppr
 
-from benchmarks.common import RESULTS, evaluation, make_retriever, per_query_ms, retriever_config, single_query_ms, write_json
+from benchmarks.common import (
+    RESULTS,
+    evaluation,
+    generated_corpus,
+    make_retriever,
+    per_query_ms,
+    retriever_config,
+    single_query_ms,
+    write_json,
+)
 from isorag_pyg.retrieval import GlobalPPRRetriever, ISORetriever, Queries, RetrievalGraph
 from isorag_pyg.retrieval.scoring import teleport_weights
 from isorag_pyg.utils.device import device_of
@@ -105,17 +112,6 @@ def measure(name: str, iso: ISORetriever, ppr: GlobalPPRRetriever, edge_index, n
     return row
 
 
-def synthetic_corpus(n: int, num_queries: int, dim: int = 384):
-    random.seed(0)
-    torch.manual_seed(0)
-    g = ig.Graph.Barabasi(n, 5, directed=False)
-    ei = torch.tensor(g.get_edgelist(), dtype=torch.long).t()
-    ei = torch.cat([ei, ei.flip(0)], dim=1)
-    x = torch.nn.functional.normalize(torch.randn(n, dim), dim=-1)
-    q = torch.nn.functional.normalize(x[torch.randint(0, n, (num_queries,))] + 0.5 * torch.randn(num_queries, dim) / dim**0.5, dim=-1)
-    return Data(edge_index=ei, num_nodes=n), x, Queries([""] * num_queries, q), torch.randn(n, dtype=torch.float64)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="*", type=int, default=[100_000, 1_000_000])
@@ -135,14 +131,14 @@ def main() -> None:
                    for b in (1, 10, 100, 1000)}
     print("ISO-RAG ms/query by batch size on 2wiki-dev: " + ", ".join(f"{b}: {v:.3f}" for b, v in batch_curve.items()), flush=True)
     for n in args.sizes:
-        data, x, q, log_phi = synthetic_corpus(n, args.queries)
+        edge_index, x, q, log_phi = generated_corpus(n, args.queries)
         params = {k: rcfg[k] for k in ("num_seeds", "over_retrieval", "hops", "max_expansion", "beta", "alpha", "tau", "lambda_graph", "lambda_dense", "tol", "max_iter")}
-        graph = RetrievalGraph(data.edge_index, x, device)
+        graph = RetrievalGraph(edge_index, x, device)
         iso_n = ISORetriever(graph, log_phi, **params)
         ppr_n = GlobalPPRRetriever(graph, alpha=alpha)
         rows.append(measure(f"generated-{n}", iso_n, ppr_n, iso_n.graph.edge_index, n, x, q, alpha, 20 if n < 1_000_000 else 5))
         write_json("latency.json", {"k": K, "device": str(device), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve, "partial": True})
-        del iso_n, ppr_n, data, x
+        del iso_n, ppr_n, edge_index, x
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     sizes = [r["passages"] for r in rows]
     for key, label in (("iso_batched_ms", "ISO-RAG batched"), ("iso_single_p50_ms", "ISO-RAG single (p50)"), ("igraph_prpack_ms", "igraph PRPACK global PPR"), ("global_ppr_batched_ms", "our global PPR, batched")):

@@ -171,3 +171,31 @@ def test_the_import_check_sees_relative_and_package_imports(tmp_path):
     script = tmp_path / "script.py"
     script.write_text("from . import qa\nfrom .noise import run\nimport benchmarks.latency\nfrom omegaconf import DictConfig\n")
     assert _imported_modules(script) >= {"benchmarks.qa", "benchmarks.noise", "benchmarks.latency", "omegaconf"}
+
+
+@pytest.mark.slow
+def test_device_speed_compares_devices_side_by_side(tmp_path):
+    """The CPU against itself: every ratio is measured, and the second run agrees exactly with the first."""
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}
+    subprocess.run([sys.executable, "-m", "benchmarks.device_speed", "--devices", "cpu", "cpu", "--passages", "1500", "--queries", "16",
+                    "--phi-nodes", "1500", "--f-theta-nodes", "600", "--epochs", "1"], cwd=REPO, env=env, check=True, capture_output=True, text=True)
+    out = json.loads((tmp_path / "device_speed.json").read_text())
+    assert out["devices"] == ["cpu", "cpu"] and len(out["load_before"]) == 3
+    (retrieval,) = out["retrieval"]
+    assert retrieval["passages"] == 1500 and retrieval["queries"] == 16
+    for section in (retrieval, out["phi"], out["f_theta"]):
+        assert [run["device"] for run in section["runs"]] == ["cpu", "cpu"]
+        assert section["runs"][0]["speedup"] == 1.0 and section["runs"][1]["speedup"] > 0
+    assert all(run["same_ranking_share"] == 1.0 and run["mean_overlap"] == 1.0 for run in retrieval["runs"])
+    assert all(run["same_finite"] and run["max_abs_diff"] == 0.0 for run in out["phi"]["runs"])
+    accuracy = [run["val_triplet_acc"] for run in out["f_theta"]["runs"]]
+    assert accuracy[0] == accuracy[1] and 0.0 <= accuracy[0] <= 1.0  # seeded and deterministic on one device
+
+
+def test_device_speed_refuses_cuda_where_there_is_none(monkeypatch, capsys):
+    device_speed = importlib.import_module("benchmarks.device_speed")
+    monkeypatch.setattr(device_speed.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(sys, "argv", ["device_speed", "--devices", "cpu", "cuda"])
+    with pytest.raises(SystemExit) as exit_info:
+        device_speed.main()
+    assert exit_info.value.code == 2 and "torch sees no GPU" in capsys.readouterr().err
