@@ -126,7 +126,7 @@ def main() -> None:
     iso = make_retriever(inputs, rcfg)
     ppr = make_retriever(inputs, retriever_config("ppr", device=args.device))
     queries = inputs.queries.slice(0, args.queries)
-    rows = [measure("2wiki-dev", iso, ppr, iso.index.edge_index, len(inputs.index), inputs.index.embeddings, queries, alpha, 100)]
+    rows = [measure("2wiki-dev", iso, ppr, iso.graph.edge_index, len(inputs.index), inputs.index.embeddings, queries, alpha, 100)]
     batch_curve = {b: per_query_ms(lambda q, b=b: [iso.retrieve(q.slice(i, i + b), K) for i in range(0, len(q), b)], queries.slice(0, max(b, 200)), repeats=1)
                    for b in (1, 10, 100, 1000)}
     print("ISO-RAG ms/query by batch size on 2wiki-dev: " + ", ".join(f"{b}: {v:.3f}" for b, v in batch_curve.items()), flush=True)
