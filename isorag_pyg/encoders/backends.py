@@ -154,8 +154,15 @@ def tokenize(model: SentenceTransformer, texts: list[str]) -> dict[str, np.ndarr
     return {name: features[name].astype(np.int64, copy=False) for name in _INPUTS if name in features}
 
 
+def texts_per_run(backend: str, batch_size: int) -> int:
+    """Texts an exported ``backend`` takes in one run: one for int8, whose dynamic quantisation
+    scales a run's activations together (texts run together would change each other's vectors;
+    one at a time was as fast, measured), else ``batch_size``."""
+    return 1 if backend == "onnx-int8" else batch_size
+
+
 def token_batches(model: SentenceTransformer, texts: list[str], max_texts: int,
-                  max_tokens: int = TOKENS_PER_BATCH) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
+                  max_tokens: int = TOKENS_PER_BATCH) -> Iterator[Batch]:
     """``texts`` tokenised once (truncated at ``max_seq_length``), longest first, in batches of at
     most ``max_texts`` texts and ``max_tokens`` padded tokens (a longer text goes alone): pairs of
     the batch's positions in ``texts`` and its padded int64 tokenizer outputs."""

@@ -12,7 +12,7 @@ from typing import Protocol
 import torch
 from tqdm.auto import tqdm
 
-from isorag_pyg.encoders.backends import Runner, backend_fingerprint, check_backend, exported_model, token_batches
+from isorag_pyg.encoders.backends import Runner, backend_fingerprint, check_backend, exported_model, texts_per_run, token_batches
 from isorag_pyg.encoders.cache import EmbeddingCache, cache_key, default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -168,11 +168,9 @@ class SentenceEncoder:
 
     def _encode_exported(self, texts: list[str]) -> torch.Tensor:
         """Batches of texts of equal token length or nearly (little padding) through the exported
-        model. int8 runs one text at a time: dynamic quantisation scales a batch's activations
-        together, so texts batched with others would change each other's embeddings (an index's
-        vectors would depend on how they were batched); one at a time was as fast, measured."""
+        model, as many a run as the backend allows (:func:`texts_per_run`)."""
         model, runner = self._load(), self._load_runner()
-        per_run = 1 if self.backend == "onnx-int8" else self.batch_size
+        per_run = texts_per_run(self.backend, self.batch_size)
         out = torch.empty(len(texts), self.dim, dtype=torch.float32)
         with tqdm(total=len(texts), desc="encoding", disable=not self.show_progress or len(texts) <= self.batch_size, leave=False) as bar:
             for rows, embeddings in runner.map(token_batches(model, texts, per_run)):
