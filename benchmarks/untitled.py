@@ -22,7 +22,13 @@ passages plus passages of the full corpus drawn at random, ``--dev-passages`` in
    isorag_pyg/graph/auto.py) and with the train-tuned knobs, and the uniform and shuffled φ
    ablations of both.
 
-It also times the LLM-free entity graph over the full 6,119-passage 2Wiki corpus, embeddings given. Writes benchmarks/results/untitled.json.
+``iso_passage_seeds`` is ISO-RAG's default without query-matched entity seeds (``entity_seeds=0``;
+equal to ``iso`` on graphs without entity nodes). It also times the LLM-free entity graph over
+the full 6,119-passage 2Wiki corpus, embeddings given.
+
+``--study`` instead runs :func:`train_study` on each dataset's training questions (the evidence
+for the automatic graph's title-share threshold, :func:`title_share_threshold`, and for the
+``entity_seeds`` default). Writes benchmarks/results/untitled.json.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ import dataclasses
 import itertools
 import json
 import logging
+import os
 import time
 from typing import Any
 
@@ -41,6 +48,7 @@ from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.graph import build_corpus_graph, run_builders
+from isorag_pyg.graph.auto import title_mention_share
 from isorag_pyg.retrieval import Queries
 
 GRAPHS: dict[str, dict[str, dict[str, Any]] | None] = {
@@ -53,9 +61,15 @@ ISO_GRID = {"hops": [1, 2], "alpha": [0.5, 0.85], "beta": [0.05, 0.2, 0.5], "lam
 ABLATIONS = ("uniform", "shuffled")
 
 
-def blanked(corpus: list[Passage]) -> list[Passage]:
-    """The corpus with every title blanked, ids kept."""
-    return [dataclasses.replace(p, title="") for p in corpus]
+#: Training study: the shares of titles kept, and the entity-seed shares tried.
+TITLE_FRACTIONS = (0.0, 0.25, 0.5, 1.0)
+ENTITY_SEED_SHARES = (0.0, 0.25, 0.5, 0.75)
+
+
+def blanked(corpus: list[Passage], keep: float = 0.0, seed: int = 0) -> list[Passage]:
+    """The corpus with every title blanked (ids kept), but a random share ``keep`` of them (seeded)."""
+    kept = torch.rand(len(corpus), generator=torch.Generator().manual_seed(seed)) < keep
+    return [p if k else dataclasses.replace(p, title="") for p, k in zip(corpus, kept.tolist())]
 
 
 @dataclasses.dataclass
@@ -90,9 +104,10 @@ def question_subset(dataset: QADataset, num_questions: int, num_passages: int, s
     return dataclasses.replace(dataset, questions=questions, corpus=corpus), f"{len(questions)} questions, {len(corpus)} passages: {how}"
 
 
-def prepare(dataset: QADataset, titles: bool, graph: dict[str, Any] | None) -> Split:
-    """Index ``dataset``'s corpus (titles kept or blanked) with ``graph`` (φ counts nodes, no f_θ)."""
-    corpus = dataset.corpus if titles else blanked(dataset.corpus)
+def prepare(dataset: QADataset, titles: float, graph: dict[str, Any] | None) -> Split:
+    """Index ``dataset``'s corpus (the share ``titles`` of its titles kept, the rest blanked)
+    with ``graph`` (φ counts nodes, no f_θ)."""
+    corpus = blanked(dataset.corpus, keep=float(titles))
     index = ISORAGIndex.build(corpus, graph=graph, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
     row_of_text = {(p.title, p.text): r for r, p in enumerate(index.passages)}  # passages merged as duplicates keep a row
     original = {p.id: (p.title, p.text) for p in corpus}
@@ -116,7 +131,8 @@ def evaluate(train: Split, dev: Split) -> dict[str, Any]:
     """Knobs chosen on ``train``; every retriever's metrics on ``dev``."""
     iso_knobs, iso_train = best(train, "iso", ISO_GRID)
     ppr_knobs, ppr_train = best(train, "ppr", PPR_GRID)
-    runs = {"dense": {}, "bm25": {}, "ppr": {}, "ppr_tuned": ppr_knobs, "iso": {}, "iso_tuned": iso_knobs}
+    runs = {"dense": {}, "bm25": {}, "ppr": {}, "ppr_tuned": ppr_knobs, "iso": {}, "iso_tuned": iso_knobs,
+            "iso_passage_seeds": {"entity_seeds": 0.0}}  # without query-matched entity seeds (equal to iso without entity nodes)
     for mode in ABLATIONS:
         runs[f"iso_{mode}"] = {"phi_mode": mode}
         runs[f"iso_tuned_{mode}"] = {**iso_knobs, "phi_mode": mode}
@@ -133,6 +149,43 @@ def _statistics(index: ISORAGIndex) -> dict[str, Any]:
     return {k: index.statistics.get(k) for k in keys}
 
 
+def train_study(train_ds: QADataset) -> dict[str, Any]:
+    """On TRAINING questions only: (1) for corpora with a share of their titles kept, the share of
+    passages title mentions touch and ISO-RAG's Recall@5 (index defaults) with ``title_mention``
+    alone against ``title_mention`` + ``entity_graph``, the evidence the automatic choice's
+    threshold is chosen on; (2) on blank titles, ISO-RAG's Recall@5 on the entity graph per
+    share of the teleport mass given to query-matched entity seeds."""
+    titles = []
+    for keep in TITLE_FRACTIONS:
+        row: dict[str, Any] = {"titles_kept": keep, "title_mention_share": title_mention_share(blanked(train_ds.corpus, keep))}
+        if row["title_mention_share"] > 0:
+            for label, graph in (("title_mention", {"title_mention": {}}), ("with_entities", {"title_mention": {}, "entity_graph": {}})):
+                row[label] = prepare(train_ds, keep, graph).recall("iso")["recall@5"]
+        titles.append(row)
+    split = prepare(train_ds, 0.0, GRAPHS["entity_graph"])
+    seeds = {str(share): split.recall("iso", entity_seeds=share)["recall@5"] for share in ENTITY_SEED_SHARES}
+    return {"titles": titles, "entity_seeds": seeds}
+
+
+def title_share_threshold(study: dict[str, Any]) -> dict[str, Any]:
+    """The automatic graph's threshold, chosen on the training study: the rule "title mentions
+    alone where they touch at least a share t of the passages, the entity graph added below t"
+    is scored by its summed Recall@5 over the studied corpora; t is the middle of the run of
+    share intervals ``(s_i, s_i+1]`` (between consecutive studied shares) with the best score."""
+    points = sorted((row["title_mention_share"], row["title_mention"], row["with_entities"])
+                    for dataset in study.values() for row in dataset["titles"] if row["title_mention_share"] > 0)
+    if not points:
+        return {}
+    bounds = [0.0] + [share for share, _, _ in points] + [1.0]
+    totals = [sum(alone if share >= bounds[i + 1] else both for share, alone, both in points) for i in range(len(bounds) - 1)]
+    first = totals.index(max(totals))
+    last = first
+    while last + 1 < len(totals) and totals[last + 1] == totals[first]:
+        last += 1
+    return {"threshold": (bounds[first] + bounds[last + 1]) / 2, "interval": [bounds[first], bounds[last + 1]],
+            "summed_recall@5": totals[first], "corpora": len(points)}
+
+
 def entity_graph_seconds(corpus: list[Passage], dim: int = 384) -> dict[str, Any]:
     """Seconds to build the entity graph (extraction, nodes, edges, entity vectors, the merged
     graph) over ``corpus`` with blank titles, given its embeddings: unit vectors of the encoder's
@@ -144,7 +197,8 @@ def entity_graph_seconds(corpus: list[Passage], dim: int = 384) -> dict[str, Any
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     # wall time depends on what else the machine runs; CPU time is this process's own work
     return {"passages": len(corpus), "entities": len(data.entity_names), "edges": data.edge_index.size(1) // 2,
-            "seconds": seconds, "cpu_seconds": cpu_seconds, "passages_per_second": len(corpus) / seconds}
+            "seconds": seconds, "cpu_seconds": cpu_seconds, "passages_per_second": len(corpus) / seconds,
+            "passages_per_cpu_second": len(corpus) / cpu_seconds, "load_average": os.getloadavg()}
 
 
 def main() -> None:
@@ -156,6 +210,7 @@ def main() -> None:
     parser.add_argument("--dev-questions", type=int, default=100, help="dev questions evaluated (the first ones)")
     parser.add_argument("--dev-passages", type=int, default=1200, help="corpus size where the dev file gives no contexts (2Wiki)")
     parser.add_argument("--out", type=results_name, default="untitled.json", help="results file under benchmarks/results/")
+    parser.add_argument("--study", action="store_true", help="only the training-question study (train_study) per dataset")
     args = parser.parse_args()
     if min(args.train_questions, args.dev_questions, args.dev_passages) < 1:
         raise SystemExit("--train-questions, --dev-questions and --dev-passages must be >= 1")
@@ -164,6 +219,11 @@ def main() -> None:
     for dataset in args.datasets:
         chosen = setup(f"dataset={dataset}")
         dev_ds, train_ds = chosen.dataset, chosen.train
+        if args.study:
+            study = train_study(question_subset(train_ds, args.train_questions, args.dev_passages)[0])
+            print(f"{dataset} training study: {study}", flush=True)
+            write_results(args.out, [], None, {dataset: study})
+            continue
         if dataset == "2wikimultihopqa":
             timing = entity_graph_seconds(dev_ds.corpus)
             print(f"entity graph over the {timing['passages']} passages of 2Wiki's dev corpus: {timing['seconds']:.1f} s "
@@ -174,26 +234,28 @@ def main() -> None:
             if graph == "auto" and titles == "blank":
                 continue  # blank titles: the automatic graph is the entity graph alone
             start = time.perf_counter()
-            dev = prepare(dev_ds, titles == "kept", GRAPHS[graph])
-            entry = evaluate(prepare(train_ds, titles == "kept", GRAPHS[graph]), dev)
+            dev = prepare(dev_ds, float(titles == "kept"), GRAPHS[graph])
+            entry = evaluate(prepare(train_ds, float(titles == "kept"), GRAPHS[graph]), dev)
             entry = {"dataset": dataset, "titles": titles, "graph": graph, "builders": dev.index.statistics["builders"],
-                     "dev": dev_corpus, "train": train_corpus, "seconds": time.perf_counter() - start, **entry}
+                     "title_mention_share": title_mention_share(blanked(dev_ds.corpus, float(titles == "kept"))), "dev": dev_corpus, "train": train_corpus, "seconds": time.perf_counter() - start, **entry}
             results.append(entry)
             r5 = {k: round(v["recall@5"], 3) for k, v in entry["metrics"].items()}
             print(f"{dataset} titles {titles} {graph}: {r5}", flush=True)
             write_results(args.out, results, timing)
 
 
-def write_results(name: str, results: list[dict[str, Any]], timing: dict[str, Any] | None) -> None:
-    """Write ``results`` into ``RESULTS/name``, keeping the entries of other (dataset, titles,
-    graph) runs already there (so datasets can run as separate processes into one file)."""
+def write_results(name: str, results: list[dict[str, Any]], timing: dict[str, Any] | None, study: dict[str, Any] | None = None) -> None:
+    """Write ``results`` (and a dataset's training ``study``) into ``RESULTS/name``, keeping the
+    entries of other (dataset, titles, graph) runs and studies already there (so datasets can run
+    as separate processes into one file)."""
     path, key = RESULTS / name, (lambda e: (e["dataset"], e["titles"], e["graph"]))
     old = json.loads(path.read_text()) if path.is_file() else {}
     mine = {key(e) for e in results}
     merged = [e for e in old.get("results", []) if key(e) not in mine] + results
     write_json(name, {"split": "dev; knobs chosen on training questions (iso_tuned, ppr_tuned) or the index defaults (iso, ppr)",
                       "iso_grid": ISO_GRID, "ppr_grid": PPR_GRID, "entity_graph_2wiki": timing or old.get("entity_graph_2wiki"),
-                      "results": merged})
+                      "train_study": (studies := {**old.get("train_study", {}), **(study or {})}),
+                      "title_share_threshold": title_share_threshold(studies), "results": merged})
 
 
 if __name__ == "__main__":

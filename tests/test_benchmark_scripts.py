@@ -199,3 +199,21 @@ def test_device_speed_refuses_cuda_where_there_is_none(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         device_speed.main()
     assert exit_info.value.code == 2 and "torch sees no GPU" in capsys.readouterr().err
+
+
+def test_untitled_threshold_is_the_middle_of_the_best_run_of_share_intervals():
+    from benchmarks.untitled import blanked, title_share_threshold
+
+    def rows(*points):
+        return {"titles": [{"title_mention_share": 0.0}, *({"title_mention_share": s, "title_mention": a, "with_entities": b} for s, a, b in points)]}
+
+    # entities help at shares .1 and .2, title mentions alone at .4 and .6: any t in (.2, .4] is best
+    study = {"a": rows((0.1, 0.5, 0.6), (0.4, 0.9, 0.8)), "b": rows((0.2, 0.5, 0.7), (0.6, 0.9, 0.7))}
+    chosen = title_share_threshold(study)
+    assert chosen["interval"] == [0.2, 0.4] and chosen["threshold"] == pytest.approx(0.3) and chosen["corpora"] == 4
+    assert title_share_threshold({"a": rows()}) == {}
+    from isorag_pyg.datasets.types import Passage
+    corpus = [Passage(str(i), f"T{i}", "x") for i in range(200)]
+    assert [p.id for p in blanked(corpus)] == [p.id for p in corpus] and all(p.title == "" for p in blanked(corpus))
+    kept = sum(p.title != "" for p in blanked(corpus, keep=0.5))
+    assert 60 < kept < 140 and blanked(corpus, keep=1.0) == corpus

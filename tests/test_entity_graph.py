@@ -3,24 +3,30 @@ automatic default graph: built, retrieved over, filtered, saved, updated and des
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 import torch
 from torch_geometric.data import Data
 
 from isorag_pyg import FThetaConfig, ISORAGIndex, PhiSpec
+from isorag_pyg.datasets import generate_synthetic_dataset
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph import build_corpus_graph, graph_statistics, run_builders
-from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, auto_graph, describe_graph
+from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, TITLE_SHARE_THRESHOLD, auto_graph, describe_graph, title_mention_share
 from isorag_pyg.graph.builders import adjacent
 from isorag_pyg.graph.entity_graph import (
     EXTRACTORS,
     entity_graph,
     entity_graph_from_extraction,
+    entity_key,
     normalize_entity,
 )
 from isorag_pyg.graph.extraction import EntityExtractor, Extraction
+from isorag_pyg.graph.query_entities import QueryEntityMatcher
 from isorag_pyg.graph.rule_extractor import RuleExtractor
+from isorag_pyg.knobs import ISOKnobs
+from isorag_pyg.retrieval.scoring import score_local_graphs
 from isorag_pyg.transforms import IsoperimetricFilter
 from isorag_pyg.utils import PhiSpec as UtilsPhiSpec
 from isorag_pyg.utils import log_phi_from_ball
@@ -112,8 +118,15 @@ def test_adjacent_links_consecutive_chunks_of_one_document():
 def test_auto_graph_chooses_by_what_the_corpus_supports(caplog):
     titled = [Passage("a.md#0", "Kostrov", "Kostrov is a city."), Passage("a.md#1", "Kostrov", "It is old."),
               Passage("b.md#0", "Aldania", "Aldania holds Kostrov.")]
-    assert list(auto_graph(titled)) == ["title_mention", "entity_graph", "adjacent"]
-    assert list(auto_graph(CORPUS)) == ["entity_graph"]
+    assert title_mention_share(titled) == 1.0 and list(auto_graph(titled)) == ["title_mention", "adjacent"]
+    synthetic = generate_synthetic_dataset(num_entities=60, num_hubs=2, hub_size=15, num_questions=4).corpus
+    assert title_mention_share(synthetic) >= TITLE_SHARE_THRESHOLD and list(auto_graph(synthetic)) == ["title_mention"]
+    assert title_mention_share(CORPUS) == 0.0 and list(auto_graph(CORPUS)) == ["entity_graph"]
+    # a few titles quoted among many passages: title mentions below the threshold, so the entity graph joins them
+    filler = [Passage(f"n{i}", f"Note {i}", f"Plain note number {i}.") for i in range(math.ceil(3 / TITLE_SHARE_THRESHOLD))]
+    sparse = [*titled, *filler]
+    assert 0 < title_mention_share(sparse) < TITLE_SHARE_THRESHOLD
+    assert list(auto_graph(sparse)) == ["title_mention", "entity_graph", "adjacent"]
     with caplog.at_level(logging.WARNING):
         lines = describe_graph({"builders": ["title_mention"], "passages": 10, "edges": 1, "isolated_passage_share": 0.8,
                                 "largest_hubs": [["Kostrov", 1]]})
@@ -162,3 +175,37 @@ def test_updates_of_an_entity_graph_equal_a_rebuild(tmp_path):
     for name in ("iso", "ppr", "dense"):
         assert [[h.id for h in hits] for hits in index.retrieve(questions, k=3, retriever=name)] == \
                [[h.id for h in hits] for hits in rebuilt.retrieve(questions, k=3, retriever=name)], name
+
+
+def test_query_entities_match_entity_nodes_after_the_same_normalisation():
+    matcher = QueryEntityMatcher(["Dara Quen", "The Beatles", "1950", "New York"], num_passages=10)
+    assert entity_key("The Beatles'") == entity_key("beatles") and entity_key("--") == ""
+    found = matcher(["Did Dara Quen meet the Beatles in 1950?", "Which Beatles album?", "nothing named here", "Is Paris in Texas?"])
+    assert found == [[10, 11, 12], [11], [], []]
+    assert matcher(["When did Dara Quen hear THE BEATLES in New-York?"]) == [[10, 11, 13]]  # case, "the", plural, hyphen
+
+
+def test_entity_seeds_take_their_share_of_the_teleport_mass():
+    # one question, local nodes 0-3: passage seeds 0 and 1, entity seeds 2 and 3 with relative weights 1 and 3
+    seeds, scores = torch.tensor([[0, 1]]), torch.tensor([[0.5, 0.5]])
+    edge_index, dense, batch, ptr = torch.empty(2, 0, dtype=torch.long), torch.zeros(4), torch.zeros(4, dtype=torch.long), torch.tensor([0, 4])
+    knobs = ISOKnobs(alpha=0.0, entity_seeds=0.4)  # alpha 0: PPR is the teleport vector itself
+    pi = score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, knobs, entity_pos=torch.tensor([2, 3]),
+                            entity_weight=torch.tensor([1.0, 3.0])).pi
+    assert torch.allclose(pi, torch.tensor([0.3, 0.3, 0.1, 0.3]))
+    assert torch.allclose(score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, knobs).pi, torch.tensor([0.5, 0.5, 0.0, 0.0]))
+    assert torch.allclose(score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(alpha=0.0, entity_seeds=0.0), entity_pos=torch.tensor([2]),
+                                             entity_weight=torch.tensor([1.0])).pi, torch.tensor([0.5, 0.5, 0.0, 0.0]))
+
+
+def test_retrieval_seeds_the_entity_nodes_a_question_names(index):
+    question = "Which country is Kostrov in?"
+    named = {index.graph.entity_names[r - len(index)] for r in QueryEntityMatcher(index.graph.entity_names, len(index))([question])[0]}
+    assert named == {"kostrov"}
+    off = index.explain(question, k=3, entity_seeds=0.0)
+    on = index.explain(question, k=3, entity_seeds=0.5)
+    assert off["entity_seeds"] == [] and on["entity_seeds"] == ["entity:kostrov"]
+    assert on["ppr"]["entity:kostrov"] > off["ppr"].get("entity:kostrov", 0.0)
+    assert all(not t["id"].startswith("entity:") for t in on["top"])
+    with pytest.raises(ValueError, match="entity_seeds"):
+        index.retriever("iso", entity_seeds=1.0)

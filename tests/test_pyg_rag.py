@@ -13,13 +13,14 @@ from isorag_pyg.index.pyg_rag import rag_components
 SMALL = {"num_entities": 60, "num_hubs": 2, "hub_size": 15, "num_questions": 8}
 
 
-@pytest.fixture(scope="module", params=[{"title_mention": {}}, None], ids=["title_mention", "auto"])
+@pytest.fixture(scope="module", params=[{"title_mention": {}}, {"title_mention": {}, "entity_graph": {}}], ids=["title_mention", "entity_graph"])
 def index(request) -> ISORAGIndex:
-    """A passage graph, and the automatic one (title mentions plus the entity graph's entity nodes)."""
+    """A passage graph, and title mentions plus the entity graph's entity nodes."""
     return ISORAGIndex.build(generate_synthetic_dataset(**SMALL).corpus, graph=request.param, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
 
 
-@pytest.mark.parametrize("knobs", [{}, {"beta": 0.4, "hops": 2, "max_expansion": 5}, {"phi_mode": "shuffled", "beta": 0.7}])
+@pytest.mark.parametrize("knobs", [{}, {"beta": 0.4, "hops": 2, "max_expansion": 5}, {"phi_mode": "shuffled", "beta": 0.7},
+                                   {"entity_seeds": 0.5, "hops": 2}])
 def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
     feature_store, graph_store, subgraph_filter = rag_components(index, k=5, **knobs)
     loader = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter)
@@ -41,6 +42,7 @@ def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
         assert [index.passages[i].id for i in top.tolist()] == expected
     if index.graph.num_nodes == len(index):  # at the default β this small passage graph loses no edge
         assert (removed > 0) == ("beta" in knobs)
+        assert data.entity_seed_index.numel() == 0
     else:  # the entity graph's hubs differ from the passages around them
         assert removed > 0
 

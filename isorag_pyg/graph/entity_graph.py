@@ -54,6 +54,12 @@ def _near_duplicate_key(key: str) -> str:
     return key.replace(" ", "")
 
 
+def entity_key(name: str) -> str:
+    """The key under which an entity string meets its entity node: equal for every surface form
+    merged into one node (its display name included); empty when nothing is left."""
+    return _near_duplicate_key(normalize_entity(name))
+
+
 @dataclass(frozen=True)
 class EntityGraph:
     """What :func:`entity_graph` builds over ``num_passages`` passages."""

@@ -70,6 +70,7 @@ def explained(trace: dict[str, Any], passages: Sequence[Passage], question: str,
     return {
         "question": question,
         "seeds": [ids[r] for r in trace["seeds"]],
+        "entity_seeds": [ids[r] for r in trace.get("entity_seeds", [])],
         "candidates": [ids[r] for r in trace["candidates"]],
         "kept_edges": [[ids[u], ids[v]] for u, v in trace["kept_edges"]],
         "pruned_edges": [[ids[u], ids[v]] for u, v in trace["pruned_edges"]],

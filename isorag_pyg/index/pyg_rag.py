@@ -45,6 +45,7 @@ class ISORAGFeatureStore:
         self._config: dict[str, Any] = {}
         self.config = {"k": k}
         self.last_candidates: DenseCandidates | None = None
+        self.last_entity_seeds: tuple[Tensor, Tensor] | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -61,10 +62,11 @@ class ISORAGFeatureStore:
 
     def retrieve_seed_nodes(self, query: str, **kwargs: Any) -> tuple[Tensor, Tensor]:
         """The dense pool of ``query`` (corpus rows, best first: the first ``num_seeds`` are the
-        seeds) and the query's embedding."""
+        seeds) and the query's embedding; the query-matched entity seeds are kept for the graph store."""
         queries = self.graph.encode_questions([query])
         _, pool, _ = self.retriever.sizes(self.config["k"])
         self.last_candidates = dense_candidates(self.retriever.graph, queries.embeddings, pool, self.retriever.ann)
+        self.last_entity_seeds = self.retriever.entity_seeds([query])
         return self.last_candidates.pool[0], queries.embeddings[0]
 
     def retrieve_seed_edges(self, query: str, **kwargs: Any) -> Tensor:
@@ -75,6 +77,7 @@ class ISORAGFeatureStore:
         """The local graph with features: ``x``, ``edge_index`` (local), ``node_idx`` (corpus
         rows), ``edge_idx`` (corpus edges), ``passage_id``, ``title``, ``text``, ``dense_score``,
         ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds),
+        ``entity_seed_index`` (local positions of the query-matched entity seeds),
         ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text)
         and, when the retriever walks edge weights, ``edge_weight``."""
         node = sample.node
@@ -89,6 +92,7 @@ class ISORAGFeatureStore:
             title=[r[1] for r in records], text=[r[2] for r in records], dense_score=dense,
             node_type=(node >= len(self.graph)).long().cpu(),
             log_phi=self.retriever.log_phi[node.to(self.retriever.log_phi.device)].cpu(), seed_index=sample.metadata["seed_index"].cpu(),
+            entity_seed_index=sample.metadata["entity_seed_index"].cpu(),
         )
         if self.retriever.knobs.edge_weights:
             data.edge_weight = graph.require_edge_weight()[sample.edge.to(graph.device)].cpu()
@@ -135,13 +139,13 @@ class ISORAGGraphStore:
             raise RuntimeError("register an ISORAGFeatureStore and retrieve seed nodes first")
         r = self.retriever
         _, _, m = r.sizes(self.feature_store.config["k"])
-        local = r.local_graphs(self.feature_store.last_candidates, m)
+        local = r.local_graphs(self.feature_store.last_candidates, m, self.feature_store.last_entity_seeds)
         if not torch.equal(local.node[local.seed_pos[0]].cpu(), seed_nodes[:m].cpu()):
             raise ValueError("seed_nodes are not the feature store's pool for its last query")
         # local edges come as (upward edges, their reverses), both halves over the same slots
         edge = r.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])
         return SamplerOutput(node=local.node, row=local.edge_index[0], col=local.edge_index[1], edge=edge,
-                             metadata={"seed_index": local.seed_pos[0]})
+                             metadata={"seed_index": local.seed_pos[0], "entity_seed_index": local.entity_pos})
 
 
 class ISOSubgraphFilter:
@@ -160,7 +164,8 @@ class ISOSubgraphFilter:
         n = data.num_nodes
         scored = score_local_graphs(data.edge_index, seeds, data.dense_score[seeds], data.dense_score, torch.zeros(n, dtype=torch.long),
                                     torch.tensor([0, n]), self.retriever.knobs, getattr(data, "edge_weight", None),
-                                    data.node_type == 0)
+                                    data.node_type == 0, data.entity_seed_index,
+                                    self.retriever.entity_weight(data.node_idx[data.entity_seed_index].to(self.retriever.graph.device)).cpu())
         data.ppr, data.score = scored.pi, scored.score
         return data
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -41,6 +42,9 @@ class ISORetriever:
     :func:`~isorag_pyg.retrieval.scoring.score_local_graphs`: personalized PageRank with
     teleport ``softmax(tau * s_dense)`` over the seeds, then
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates.
+    On an entity graph, with ``entity_matcher`` and the knob ``entity_seeds > 0``, the entity
+    nodes a question mentions are seeds too: they join the local graph (and its expansion) and
+    get the share ``entity_seeds`` of the teleport mass, in inverse proportion to their degree.
 
     All queries of a chunk run together: their local graphs form one block-diagonal batch, so
     every PPR iteration is a single sparse matmul (on ``device``, CPU or CUDA).
@@ -55,12 +59,16 @@ class ISORetriever:
         knobs: the knobs (default: :class:`~isorag_pyg.knobs.ISOKnobs`'s).
         ann: an approximate nearest-neighbour index over ``graph``'s embeddings for the pool and
             seeds (default: ``None``, the exact scan).
+        entity_matcher: questions -> the entity node rows each mentions
+            (:class:`~isorag_pyg.graph.query_entities.QueryEntityMatcher`; default: ``None``,
+            passage seeds only).
         **changes: knobs changed from ``knobs`` (e.g. ``beta=0.1``).
     """
 
     name = "iso"
 
-    def __init__(self, graph: RetrievalGraph, log_phi: Tensor, knobs: ISOKnobs = ISOKnobs(), ann: ANNIndex | None = None, **changes: Any):
+    def __init__(self, graph: RetrievalGraph, log_phi: Tensor, knobs: ISOKnobs = ISOKnobs(), ann: ANNIndex | None = None,
+                 entity_matcher: Callable[[Sequence[str]], list[list[int]]] | None = None, **changes: Any):
         self.knobs = knobs = knobs.replace(**changes)
         self.graph = graph
         if log_phi.numel() != graph.num_nodes:
@@ -72,6 +80,7 @@ class ISORetriever:
         self.edge_keep = isoperimetric_keep_mask(self.graph.up_edge_index, self.log_phi, knobs.beta)
         check_ann_index(ann, graph)
         self.ann = ann
+        self.entity_matcher = entity_matcher if knobs.entity_seeds > 0 and graph.num_passages < graph.num_nodes else None
 
     def sizes(self, k: int) -> tuple[int, int, int]:
         """(k, pool size L, seeds m), clipped to the corpus."""
@@ -84,9 +93,24 @@ class ISORetriever:
         """Which local nodes are passages (``None`` when every node is: a passage graph)."""
         return None if self.graph.num_passages == self.graph.num_nodes else node < self.graph.num_passages
 
-    def local_graphs(self, candidates: DenseCandidates, num_seeds: int) -> LocalGraphBatch:
-        """The local candidate graphs around ``candidates`` (the pool and the seeds' neighbourhood)."""
-        return build_local_graphs(candidates, self.graph, num_seeds, self.knobs.hops, self.knobs.max_expansion)
+    def entity_seeds(self, questions: Sequence[str]) -> tuple[Tensor, Tensor] | None:
+        """The query-matched entity seeds of ``questions`` as (question, graph row), or ``None``
+        when they are off (no matcher, ``entity_seeds = 0`` or no entity node)."""
+        if self.entity_matcher is None:
+            return None
+        rows = self.entity_matcher(questions)
+        question = torch.tensor([q for q, found in enumerate(rows) for _ in found], dtype=torch.long)
+        node = torch.tensor([row for found in rows for row in found], dtype=torch.long)
+        return question.to(self.graph.device), node.to(self.graph.device)
+
+    def entity_weight(self, node: Tensor) -> Tensor:
+        """An entity seed's relative teleport weight: the inverse of its degree (the passages that mention it)."""
+        return 1.0 / (self.graph.rowptr[node + 1] - self.graph.rowptr[node]).clamp_min(1).float()
+
+    def local_graphs(self, candidates: DenseCandidates, num_seeds: int, entity_seeds: tuple[Tensor, Tensor] | None = None) -> LocalGraphBatch:
+        """The local candidate graphs around ``candidates`` (the pool and the seeds' neighbourhood)
+        and around the query-matched ``entity_seeds`` (:meth:`entity_seeds`)."""
+        return build_local_graphs(candidates, self.graph, num_seeds, self.knobs.hops, self.knobs.max_expansion, entity_seeds)
 
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
@@ -96,12 +120,12 @@ class ISORetriever:
     def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
         k, pool, m = self.sizes(k)
         candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
-        local = self.local_graphs(candidates, m)
+        local = self.local_graphs(candidates, m, self.entity_seeds(queries.texts))
         keep = self.edge_keep[local.edge_slot]
         weight = None if self.up_edge_weight is None else self.up_edge_weight[local.edge_slot[keep]]
         dense = candidates.score(local.batch, local.node)
         scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
-                                    self.knobs, weight, self._ranked(local.node))
+                                    self.knobs, weight, self._ranked(local.node), local.entity_pos, self.entity_weight(local.node[local.entity_pos]))
         positions, top_scores = segment_topk(scored.score, local.batch, local.ptr, k)
         num_queries, num_local = len(queries), local.node.numel()
         stats = {
@@ -125,6 +149,7 @@ class ISORetriever:
             edges = {flag: [(node[u], node[v]) for u, v in local.edge_index[:, in_q & (keep == flag)].t().tolist()] for flag in (True, False)}
             traces.append({
                 "seeds": local.seeds[q].tolist(),
+                "entity_seeds": local.node[local.entity_pos[local.batch[local.entity_pos] == q]].tolist(),
                 "candidates": node[lo:hi],
                 "kept_edges": edges[True],
                 "pruned_edges": edges[False],

@@ -22,6 +22,7 @@ class LocalGraphBatch:
     edge_slot: Tensor  # [E] the corpus edge of every local edge: a column of ``RetrievalGraph.up_edge_index``
     seed_pos: Tensor  # [Q, m] local positions of each query's seeds
     seeds: Tensor  # [Q, m] corpus rows of the seeds, best first
+    entity_pos: Tensor  # [S] local positions of the query-matched entity seeds (empty: none)
 
 
 def cap_per_query(query: Tensor, score: Tensor, cap: int, num_queries: int) -> Tensor:
@@ -40,9 +41,11 @@ def build_local_graphs(
     num_seeds: int,
     hops: int = 1,
     max_expansion: int = 100,
+    entity_seeds: tuple[Tensor, Tensor] | None = None,
 ) -> LocalGraphBatch:
     """V_loc(q) = the dense pool of ``candidates`` ∪ ``hops``-hop neighbourhood of its first
-    ``num_seeds`` (the seeds), and the subgraph it induces.
+    ``num_seeds`` (the seeds) and of its query-matched entity seeds ``entity_seeds`` (query,
+    graph row; default none), and the subgraph it induces.
 
     Hub explosion cap: at every hop at most ``max_expansion`` new neighbours per query are kept,
     those with the highest dense score, so a seed next to a hub adds a bounded number of nodes.
@@ -51,8 +54,11 @@ def build_local_graphs(
     num_queries = pool.size(0)
     seeds = pool[:, :num_seeds]
     qids = torch.arange(num_queries, device=pool.device)
-    keys = [(qids.unsqueeze(1) * n + pool).reshape(-1)]
-    frontier_q, frontier_node = qids.repeat_interleave(num_seeds), seeds.reshape(-1)
+    empty = pool.new_empty(0)
+    entity_q, entity_node = (empty, empty) if entity_seeds is None else (t.to(pool.device) for t in entity_seeds)
+    keys = [(qids.unsqueeze(1) * n + pool).reshape(-1), entity_q * n + entity_node]
+    frontier_q = torch.cat([qids.repeat_interleave(num_seeds), entity_q])
+    frontier_node = torch.cat([seeds.reshape(-1), entity_node])
     for _ in range(hops):
         position, neighbour = expand_neighbors(graph.rowptr, graph.col, frontier_node)
         hop_keys = torch.unique(frontier_q[position] * n + neighbour)
@@ -71,4 +77,5 @@ def build_local_graphs(
     src, dst, slot = position[inside], target[inside], slot[inside]
     edge_index = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
     seed_pos = torch.searchsorted(keys, qids.unsqueeze(1) * n + seeds)
-    return LocalGraphBatch(node, batch, segment_ptr(batch, num_queries), edge_index, torch.cat([slot, slot]), seed_pos, seeds)
+    entity_pos = torch.searchsorted(keys, entity_q * n + entity_node)
+    return LocalGraphBatch(node, batch, segment_ptr(batch, num_queries), edge_index, torch.cat([slot, slot]), seed_pos, seeds, entity_pos)

@@ -88,7 +88,8 @@ class LocalScores:
 
 
 def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor, dense: Tensor, batch: Tensor, ptr: Tensor,
-                       knobs: ISOKnobs, edge_weight: Tensor | None = None, ranked: Tensor | None = None) -> LocalScores:
+                       knobs: ISOKnobs, edge_weight: Tensor | None = None, ranked: Tensor | None = None,
+                       entity_pos: Tensor | None = None, entity_weight: Tensor | None = None) -> LocalScores:
     """ISO-RAG's score of every node of a block-diagonal batch of local graphs (the formula above).
 
     Args:
@@ -101,9 +102,19 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
         ranked: ``[M]`` bool, the nodes that are ranked (passages; an entity graph's entity
             nodes carry PPR mass, not answers): min-max runs over them, the rest score ``-inf``
             (default: every node).
+        entity_pos, entity_weight: ``[S]`` query-matched entity seeds (positions) and their
+            relative weights: together they get the share ``knobs.entity_seeds`` of their
+            question's teleport mass, in proportion to ``entity_weight`` (default: none).
     """
     teleport = torch.zeros(dense.numel(), device=dense.device)
-    teleport[seed_pos.reshape(-1)] = teleport_weights(seed_scores, knobs.tau).reshape(-1)
+    passage_mass = teleport_weights(seed_scores, knobs.tau)
+    if entity_pos is not None and entity_pos.numel() and knobs.entity_seeds > 0:
+        question = batch[entity_pos]
+        total = torch.zeros(seed_scores.size(0), device=dense.device).index_add_(0, question, entity_weight.float())
+        share = torch.where(total > 0, knobs.entity_seeds, 0.0)
+        passage_mass = passage_mass * (1 - share).unsqueeze(1)
+        teleport.index_add_(0, entity_pos, share[question] * entity_weight.float() / total[question].clamp_min(1e-12))
+    teleport[seed_pos.reshape(-1)] = passage_mass.reshape(-1)
     ppr = personalized_pagerank(edge_index, teleport, knobs.alpha, batch, ptr.numel() - 1, knobs.tol, knobs.max_iter, edge_weight)
     pi = ppr.pi.squeeze(1)
     if ranked is None:

@@ -1,0 +1,31 @@
+"""Query-matched entity seeds (HippoRAG's way into an entity graph): the entities a question
+mentions, found by the LLM-free rule extractor and normalised as the entity graph's own strings,
+matched to the graph's entity nodes."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from isorag_pyg.graph.entity_graph import entity_key
+from isorag_pyg.graph.rule_extractor import RuleExtractor
+
+
+class QueryEntityMatcher:
+    """Finds an entity graph's entity nodes in questions.
+
+    Args:
+        names: the entity nodes' display names (node ``num_passages + i`` is ``names[i]``).
+        num_passages: the passages before the entity nodes.
+        extractor: the rule extractor run on each question (default: the entity graph's default one).
+    """
+
+    def __init__(self, names: Sequence[str], num_passages: int, extractor: RuleExtractor | None = None):
+        self.extractor = extractor or RuleExtractor()
+        self.row: dict[str, int] = {}
+        for i, name in enumerate(names):
+            if key := entity_key(name):
+                self.row.setdefault(key, num_passages + i)
+
+    def __call__(self, questions: Sequence[str]) -> list[list[int]]:
+        """The entity node rows each question mentions (sorted, no repeats; empty when none)."""
+        return [sorted({row for name in self.extractor.extract_one(q) if (row := self.row.get(entity_key(name))) is not None})
+                for q in questions]
