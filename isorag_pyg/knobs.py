@@ -123,7 +123,7 @@ class ISOKnobs(Knobs):
             proportion to their degree; the passage seeds keep the rest. Questions that mention
             no entity node, and graphs without entity nodes, keep passage seeds only. The
             default 0.25 had the best mean Recall@5 of 0, 0.25, 0.5, 0.75 on the training
-            questions with blank titles (``benchmarks/untitled.py --study``; a small gain).
+            questions with blank titles (a small gain; the study is in the project's benchmarks).
     """
 
     num_seeds: int = 5

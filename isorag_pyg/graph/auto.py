@@ -18,8 +18,8 @@ ISOLATED_WARNING_SHARE = 0.5
 
 #: Title mentions carry the graph alone when their edges touch at least this share of the
 #: passages; below it the entity graph is added. Chosen on training questions
-#: (``python -m benchmarks.untitled --study``: corpora with 0-100% of their titles kept; the best
-#: summed Recall@5 for any threshold in (0.339, 0.365], rounded into it).
+#: (the untitled benchmark's study: corpora with 0-100% of their titles kept; the best summed
+#: Recall@5 for any threshold in (0.339, 0.365], rounded into it).
 TITLE_SHARE_THRESHOLD = 0.35
 
 
