@@ -183,6 +183,7 @@ def test_query_entities_match_entity_nodes_after_the_same_normalisation():
     found = matcher(["Did Dara Quen meet the Beatles in 1950?", "Which Beatles album?", "nothing named here", "Is Paris in Texas?"])
     assert found == [[10, 11, 12], [11], [], []]
     assert matcher(["When did Dara Quen hear THE BEATLES in New-York?"]) == [[10, 11, 13]]  # case, "the", plural, hyphen
+    assert matcher(["What Beatles album did Dara Quen buy?", "Were the Beatles in New York?"]) == [[10, 11], [11, 13]]  # opening question words
 
 
 def test_entity_seeds_take_their_share_of_the_teleport_mass():

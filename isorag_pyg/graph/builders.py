@@ -129,10 +129,9 @@ def knn(x: torch.Tensor, k: int = 5, chunk_size: int = 4096, rows: torch.Tensor 
 _CAPITALISED_SPAN = re.compile(r"[A-Z][\w'’\-]*(?:\s+(?:(?:of|the|de|da|del|der|di|du|la|le|van|von)\s+)*[A-Z][\w'’\-]*)*")
 _PARTICLES = re.compile(r"\s+(?:(?:of|the|de|da|del|der|di|du|la|le|van|von)\s+)+")
 _POSSESSIVE = re.compile(r"(?:'s|’s|['’\-])+$")
-# sentence-initial function words that are capitalised but name nothing ("In Paris" -> "Paris"),
-# question words included ("Did Ludwig van Beethoven ..." -> "Ludwig van Beethoven")
+# sentence-initial function words that are capitalised but name nothing ("In Paris" -> "Paris")
 _LEADING_WORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "after", "before", "but", "by", "did", "do", "does", "during", "for", "from", "he", "her", "his", "how", "however", "if", "in", "is", "it", "its", "many", "most", "of", "on", "one", "she", "since", "some", "that", "the", "their", "there", "these", "they", "this", "those", "to", "under", "was", "were", "what", "when", "where", "which", "while", "who", "whom", "whose", "why", "with"]
+    ["a", "an", "and", "as", "at", "after", "before", "but", "by", "during", "for", "from", "he", "her", "his", "however", "if", "in", "it", "its", "many", "most", "of", "on", "one", "she", "since", "some", "that", "the", "their", "there", "these", "they", "this", "those", "to", "under", "when", "where", "which", "while", "who", "with"]
 )
 
 

@@ -8,6 +8,18 @@ from collections.abc import Sequence
 from isorag_pyg.graph.entity_graph import entity_key
 from isorag_pyg.graph.rule_extractor import RuleExtractor
 
+# words that open a question capitalised but name nothing ("Did Dara Quen ..." -> "Dara Quen")
+_QUESTION_WORDS = frozenset(
+    ["are", "can", "could", "did", "do", "does", "has", "have", "how", "is", "was", "were", "what", "when", "where", "which",
+     "who", "whom", "whose", "why", "will", "would"]
+)
+
+
+def _question_word_lowered(question: str) -> str:
+    """``question`` with its opening question word lowercased, so that it does not start a name."""
+    first, space, rest = question.lstrip().partition(" ")
+    return f"{first.casefold()}{space}{rest}" if first.casefold() in _QUESTION_WORDS else question
+
 
 class QueryEntityMatcher:
     """Finds an entity graph's entity nodes in questions.
@@ -27,5 +39,5 @@ class QueryEntityMatcher:
 
     def __call__(self, questions: Sequence[str]) -> list[list[int]]:
         """The entity node rows each question mentions (sorted, no repeats; empty when none)."""
-        return [sorted({row for name in self.extractor.extract_one(q) if (row := self.row.get(entity_key(name))) is not None})
+        return [sorted({row for name in self.extractor.extract_one(_question_word_lowered(q)) if (row := self.row.get(entity_key(name))) is not None})
                 for q in questions]
