@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from conftest import DEVICES
 from torch_geometric.data import Data
 
 from isorag_pyg import FThetaConfig, ISORAGIndex, PhiSpec
@@ -210,3 +211,14 @@ def test_retrieval_seeds_the_entity_nodes_a_question_names(index):
     assert all(not t["id"].startswith("entity:") for t in on["top"])
     with pytest.raises(ValueError, match="entity_seeds"):
         index.retriever("iso", entity_seeds=1.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_entity_seeded_retrieval_is_the_same_on_every_device(index, device):
+    questions = ["Which country is Kostrov in?", "Where was the director of Velmora born?", "nothing named here"]
+    queries = index.encode_questions(questions)
+    cpu = index.retriever("iso", device="cpu", entity_seeds=0.5)
+    on_device = index.retriever("iso", device=device, entity_seeds=0.5)
+    assert [n.numel() for n in on_device.entity_seeds(questions)] == [n.numel() for n in cpu.entity_seeds(questions)] != [0, 0]
+    expected, got = cpu.retrieve(queries, k=4), on_device.retrieve(queries, k=4)
+    assert torch.equal(got.indices.cpu(), expected.indices) and torch.allclose(got.scores.cpu(), expected.scores, atol=1e-5)
