@@ -27,6 +27,7 @@ from isorag_pyg.graph.extraction import EntityExtractor, Extraction
 from isorag_pyg.graph.query_entities import QueryEntityMatcher
 from isorag_pyg.graph.rule_extractor import RuleExtractor
 from isorag_pyg.knobs import ISOKnobs
+from isorag_pyg.retrieval import ISORetriever, Queries, RetrievalGraph
 from isorag_pyg.retrieval.scoring import score_local_graphs
 from isorag_pyg.transforms import IsoperimetricFilter
 from isorag_pyg.utils import PhiSpec as UtilsPhiSpec
@@ -214,11 +215,17 @@ def test_retrieval_seeds_the_entity_nodes_a_question_names(index):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_entity_seeded_retrieval_is_the_same_on_every_device(index, device):
-    questions = ["Which country is Kostrov in?", "Where was the director of Velmora born?", "nothing named here"]
-    queries = index.encode_questions(questions)
-    cpu = index.retriever("iso", device="cpu", entity_seeds=0.5)
-    on_device = index.retriever("iso", device=device, entity_seeds=0.5)
-    assert [n.numel() for n in on_device.entity_seeds(questions)] == [n.numel() for n in cpu.entity_seeds(questions)] != [0, 0]
-    expected, got = cpu.retrieve(queries, k=4), on_device.retrieve(queries, k=4)
+def test_entity_seeded_retrieval_is_the_same_on_every_device(device):
+    """No encoder involved: random unit vectors for the passages and entity nodes of CORPUS's entity graph."""
+    built = entity_graph([p.text for p in CORPUS])
+    generator = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.normalize(torch.randn(len(CORPUS) + len(built.names), 16, generator=generator), dim=1)
+    questions = ["Which country is Kostrov in?", "Did Dara Quen sing in 1984?", "nothing named here"]
+    queries = Queries(questions, torch.nn.functional.normalize(torch.randn(3, 16, generator=generator), dim=1))
+    matcher = QueryEntityMatcher(built.names, len(CORPUS))
+    retrievers = [ISORetriever(RetrievalGraph(built.edge_index, x, d, normalized=True, num_passages=len(CORPUS)), torch.zeros(x.size(0)),
+                               ISOKnobs(entity_seeds=0.5, hops=2), entity_matcher=matcher) for d in ("cpu", device)]
+    assert [n.numel() for n in retrievers[1].entity_seeds(questions)] == [n.numel() for n in retrievers[0].entity_seeds(questions)] != [0, 0]
+    expected, got = (r.retrieve(queries, k=4) for r in retrievers)
+    assert bool((expected.indices < len(CORPUS)).all())
     assert torch.equal(got.indices.cpu(), expected.indices) and torch.allclose(got.scores.cpu(), expected.scores, atol=1e-5)
