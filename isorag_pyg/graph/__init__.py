@@ -10,6 +10,7 @@ from isorag_pyg.graph.builders import (
 )
 from isorag_pyg.graph.corpus_graph import (
     BUILDER_NAMES,
+    BUILDERS_VERSION,
     LEAKY_BUILDERS,
     EmptyGraphError,
     GraphEdges,
@@ -20,6 +21,7 @@ from isorag_pyg.graph.corpus_graph import (
 from isorag_pyg.graph.noise import noise_edges
 
 __all__ = [
+    "BUILDERS_VERSION",
     "BUILDER_NAMES",
     "LEAKY_BUILDERS",
     "EmptyGraphError",

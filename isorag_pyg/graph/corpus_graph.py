@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 
 #: Builders whose edges come from the evaluated questions themselves.
 LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
+#: The builders' output format: raised whenever a builder's edges change for the same arguments
+#: and corpus (cached indexes key on it, so that none built by older builder code is reused).
+BUILDERS_VERSION = 1
 BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "entity_graph", "adjacent",
                  "noise")
 

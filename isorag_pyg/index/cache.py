@@ -12,6 +12,7 @@ from typing import Any
 
 from isorag_pyg.datasets import QADataset
 from isorag_pyg.encoders import TextEncoder
+from isorag_pyg.graph import BUILDERS_VERSION
 from isorag_pyg.index.corpus import corpus_hash
 from isorag_pyg.index.index import ISORAGIndex
 from isorag_pyg.index.storage import IndexFormatError
@@ -27,10 +28,10 @@ QUESTION_GRAPHS = frozenset({"context_cooccurrence", "train_cooccurrence"})
 def index_cache_path(cache_dir: Path, dataset: QADataset, train: QADataset | None, encoder: TextEncoder,
                      graph: dict[str, dict[str, Any]], phi: PhiSpec, f_theta: FThetaConfig | None) -> Path:
     """``cache_dir/indexes/<key>``: the key hashes the corpus, the encoder's fingerprint, the
-    graph spec, φ, f_θ's config (``None``: no f_θ) and, for graphs built from questions' contexts,
-    the questions."""
+    graph spec, the builders' version (:data:`~isorag_pyg.graph.BUILDERS_VERSION`), φ, f_θ's
+    config (``None``: no f_θ) and, for graphs built from questions' contexts, the questions."""
     parts: dict[str, Any] = {"corpus": corpus_hash(dataset.corpus), "encoder": encoder.fingerprint, "graph": graph,
-                             "phi": asdict(phi), "f_theta": f_theta.to_dict() if f_theta is not None else None}
+                             "builders_version": BUILDERS_VERSION, "phi": asdict(phi), "f_theta": f_theta.to_dict() if f_theta is not None else None}
     if QUESTION_GRAPHS & set(graph):
         parts["questions"] = [[q.id, q.context_ids] for ds in (dataset, train) if ds is not None for q in ds.questions]
     key = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
