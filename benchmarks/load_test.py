@@ -25,7 +25,8 @@ a faster encoder backend (``--compare backends``, both batching).
 * The served answers: the first ``--check-questions`` questions, asked one a request by 16
   clients at once, against ``ISORAGIndex.retrieve`` in this process on the same index: the share
   of identical top-k lists and both Recall@k.
-* Prints requests/s and p50 / p99 latency per level, the two servers side by side with their ratio,
+* Prints requests/s and p50 / p99 latency per level (as the clients measure it, and inside the
+  servers from their ``GET /health`` latency histogram), the two servers side by side with their ratio,
   the batches the servers formed, where their worker's time went per question (encoder, ISO-RAG
   retrieval; from ``GET /health``), and the machine's load average; writes
   benchmarks/results/load_test.json (``--compare backends``: load_test_backends.json).
@@ -56,6 +57,7 @@ import aiohttp
 import numpy as np
 
 from benchmarks.common import REPO, results_name, setup, write_json
+from isorag_pyg.server.latency import percentile_ms
 
 #: Per comparison, its two servers in the order A, B: each level runs A, B, B, A and reports A / B.
 COMPARISONS = ("batching", "backends")
@@ -139,7 +141,8 @@ async def drive(url: str, questions: list[str], clients: int, requests: int, sec
     timeout = aiohttp.ClientTimeout(total=seconds + 60)
     async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=clients), timeout=timeout) as session:
         async with session.get("/health") as response:
-            before = (await response.json())["stats"]
+            health = await response.json()
+            before, latency_before = health["stats"], health["latency"]["counts"]
         start = time.perf_counter()
         deadline = start + seconds
 
@@ -164,8 +167,10 @@ async def drive(url: str, questions: list[str], clients: int, requests: int, sec
         await asyncio.gather(*(client() for _ in range(clients)))
         wall = time.perf_counter() - start
         async with session.get("/health") as response:
-            after = (await response.json())["stats"]
-    return {"latencies": latencies, "errors": errors, "wall": wall, "sent": sent, "server": {key: after[key] - before[key] for key in before}}
+            health = await response.json()
+            after, latency_after = health["stats"], health["latency"]["counts"]
+    return {"latencies": latencies, "errors": errors, "wall": wall, "sent": sent, "server": {key: after[key] - before[key] for key in before},
+            "server_latency_counts": [a - b for a, b in zip(latency_after, latency_before)]}
 
 
 async def served_top_k(url: str, questions: list[str], k: int, clients: int = 16) -> list[list[str]]:
@@ -205,12 +210,15 @@ def summary(runs: list[dict[str, Any]], requests: int) -> dict[str, Any]:
     wall = sum(run["wall"] for run in runs)
     server = {key: sum(run["server"][key] for run in runs) for key in runs[0]["server"] if key != "largest_batch"}
     busy = server["encode_seconds"] + server["retrieval_seconds"]
+    inside = [sum(counts) for counts in zip(*(run["server_latency_counts"] for run in runs))]  # the server's own histogram
     return {
         "requests": len(ms), "errors": dict(sum((run["errors"] for run in runs), Counter())), "wall_s": round(wall, 3),
         "stopped_by_time": sum(run["sent"] for run in runs) < requests, "requests_per_s": round(len(ms) / wall, 2),
         "p50_ms": round(float(np.percentile(ms, 50)), 2) if len(ms) else None,
         "p99_ms": round(float(np.percentile(ms, 99)), 2) if len(ms) else None,
         "mean_ms": round(float(ms.mean()), 2) if len(ms) else None,
+        # inside the server (handler to answer ready), an upper bound within one bucket (x1.25)
+        "server_p50_ms": percentile_ms(inside, 0.5), "server_p99_ms": percentile_ms(inside, 0.99),
         "batches": server["batches"], "questions_per_batch": round(server["questions"] / max(server["batches"], 1), 2),
         "retrieval_calls": server["retrieval_calls"],
         # where the worker's time went, per question: the encoder, and ISO-RAG's batched retrieval
@@ -223,6 +231,7 @@ def summary(runs: list[dict[str, Any]], requests: int) -> dict[str, Any]:
 def row(level: dict[str, Any], names: tuple[str, str]) -> str:
     def figures(run: dict[str, Any]) -> str:
         return (f"{run['requests_per_s']:7.1f} req/s p50 {run['p50_ms']:8.1f} ms p99 {run['p99_ms']:8.1f} ms "
+                f"(in the server <= {run['server_p50_ms'] or 0:.0f} / {run['server_p99_ms'] or 0:.0f}) "
                 f"({run['questions_per_batch']:5.1f} q/batch, encode {run['encode_ms_per_question']:5.1f} + "
                 f"ISO {run['retrieval_ms_per_question']:5.2f} ms/q)")
 

@@ -128,6 +128,9 @@ def test_load_test_drives_both_servers_at_every_level_and_checks_their_answers(c
     for level in result["levels"]:
         for name in names:
             assert level[name]["requests"] == 8 and not level[name]["errors"] and level[name]["p99_ms"] >= level[name]["p50_ms"] > 0
+            # the servers' own histogram: every request's time inside the server is part of the client's
+            assert level[name]["server_p99_ms"] >= level[name]["server_p50_ms"] > 0
+            assert level[name]["server_p50_ms"] <= 1.25 * level[name]["p50_ms"]  # a bucket's upper bound: at most 25% high
     if compare == "batching":
         assert all(level["off"]["questions_per_batch"] == 1.0 for level in result["levels"])
     else:

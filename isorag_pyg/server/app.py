@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +28,7 @@ from isorag_pyg.index.registry import check_retriever_name
 from isorag_pyg.retrieval.types import check_questions
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
+from isorag_pyg.server.latency import LatencyHistogram
 from isorag_pyg.server.reloading import Served, ServedIndex
 from isorag_pyg.server.settings import ServerSettings
 from isorag_pyg.version import __version__
@@ -184,7 +186,8 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
 
     app = FastAPI(title="isorag", version=__version__, lifespan=lifespan,
                   description="ISO-RAG retrieval with dynamic micro-batching.")
-    app.state.served, app.state.batcher, app.state.settings = served, batcher, settings
+    latency = LatencyHistogram()  # answered retrieve requests, arrival at the handler to answer ready
+    app.state.served, app.state.batcher, app.state.settings, app.state.latency = served, batcher, settings, latency
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
 
     @app.exception_handler(RequestValidationError)
@@ -195,6 +198,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     async def retrieve(body: RetrieveBody) -> JSONResponse:
         """The top ``k`` passages for each question: a list with one ``isorag query --json``
         object per question, in order."""
+        began = time.perf_counter()
         try:
             request = checked_request(body, settings)
             served_hits = await batcher.submit(request)
@@ -204,8 +208,10 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
             return _error(422, str(err))
         except Exception as err:  # noqa: BLE001 - any other failure answers 500, the server keeps serving
             return _error(500, f"retrieval failed: {type(err).__name__}: {err}")
-        return JSONResponse([answer_json(q, h) for q, h in zip(request.questions, served_hits.hits)],
-                            headers={"X-Index-Version": str(served_hits.version)})
+        response = JSONResponse([answer_json(q, h) for q, h in zip(request.questions, served_hits.hits)],
+                                headers={"X-Index-Version": str(served_hits.version)})
+        latency.observe(time.perf_counter() - began)
+        return response
 
     @app.post("/reload", responses={409: {}})
     async def reload() -> JSONResponse:
@@ -222,9 +228,11 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         """Liveness and counters: requests, questions, batches, encoder and retrieval calls and
-        their seconds, failed requests, the largest batch."""
+        their seconds, failed requests, the largest batch; and ``latency``, the answered
+        requests' latency inside the server since it started (histogram and p50 / p99 in ms)."""
         stats = {key: served.engine.stats[key] for key in STATS}
-        return {"status": "ok", "passages": len(served.index), "version": served.version, "queued": batcher.queued, "stats": stats}
+        return {"status": "ok", "passages": len(served.index), "version": served.version, "queued": batcher.queued, "stats": stats,
+                "latency": latency.to_dict()}
 
     @app.get("/info")
     async def info() -> dict[str, Any]:
