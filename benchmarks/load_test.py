@@ -228,10 +228,14 @@ def summary(runs: list[dict[str, Any]], requests: int) -> dict[str, Any]:
     }
 
 
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f}"
+
+
 def row(level: dict[str, Any], names: tuple[str, str]) -> str:
     def figures(run: dict[str, Any]) -> str:
         return (f"{run['requests_per_s']:7.1f} req/s p50 {run['p50_ms']:8.1f} ms p99 {run['p99_ms']:8.1f} ms "
-                f"(in the server <= {run['server_p50_ms'] or 0:.0f} / {run['server_p99_ms'] or 0:.0f}) "
+                f"(in the server <= {_ms(run['server_p50_ms'])} / {_ms(run['server_p99_ms'])}) "
                 f"({run['questions_per_batch']:5.1f} q/batch, encode {run['encode_ms_per_question']:5.1f} + "
                 f"ISO {run['retrieval_ms_per_question']:5.2f} ms/q)")
 

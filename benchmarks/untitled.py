@@ -48,14 +48,14 @@ from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.graph import build_corpus_graph, run_builders
-from isorag_pyg.graph.auto import title_mention_share
+from isorag_pyg.graph.auto import auto_graph, title_mention_share
 from isorag_pyg.retrieval import Queries
 
 GRAPHS: dict[str, dict[str, dict[str, Any]] | None] = {
     "title_mention": {"title_mention": {}},
     "comention": {"entity_comention": {"max_df": 20}},
     "entity_graph": {"entity_graph": {}},
-    "auto": None,  # ISORAGIndex.build's own choice
+    "auto": None,  # ISORAGIndex.build's own choice (auto_graph), made on the dev corpus
 }
 ISO_GRID = {"hops": [1, 2], "alpha": [0.5, 0.85], "beta": [0.05, 0.2, 0.5], "lambda_graph": [0.9, 0.5]}
 ABLATIONS = ("uniform", "shuffled")
@@ -236,10 +236,13 @@ def main() -> None:
             if graph == "auto" and titles == "blank":
                 continue  # blank titles: the automatic graph is the entity graph alone
             start = time.perf_counter()
-            dev = prepare(dev_ds, float(titles == "kept"), GRAPHS[graph])
-            entry = evaluate(prepare(train_ds, float(titles == "kept"), GRAPHS[graph]), dev)
+            keep = float(titles == "kept")
+            # auto: the builders the dev corpus gets, for the training corpus too (the knobs are tuned on the graph they are tested on)
+            spec = GRAPHS[graph] or auto_graph(blanked(dev_ds.corpus, keep))
+            dev = prepare(dev_ds, keep, spec)
+            entry = evaluate(prepare(train_ds, keep, spec), dev)
             entry = {"dataset": dataset, "titles": titles, "graph": graph, "builders": dev.index.statistics["builders"],
-                     "title_mention_share": title_mention_share(blanked(dev_ds.corpus, float(titles == "kept"))), "dev": dev_corpus, "train": train_corpus, "seconds": time.perf_counter() - start, **entry}
+                     "title_mention_share": title_mention_share(blanked(dev_ds.corpus, keep)), "dev": dev_corpus, "train": train_corpus, "seconds": time.perf_counter() - start, **entry}
             if titles == "kept":
                 entry["full_dev_corpus"] = full_corpus
             results.append(entry)

@@ -24,7 +24,7 @@ from isorag_pyg.graph.entity_graph import (
     normalize_entity,
 )
 from isorag_pyg.graph.extraction import EntityExtractor, Extraction
-from isorag_pyg.graph.query_entities import QueryEntityMatcher
+from isorag_pyg.graph.query_entities import QueryEntityMatcher, query_extractor
 from isorag_pyg.graph.rule_extractor import RuleExtractor
 from isorag_pyg.knobs import ISOKnobs
 from isorag_pyg.retrieval import ISORetriever, Queries, RetrievalGraph
@@ -186,6 +186,16 @@ def test_query_entities_match_entity_nodes_after_the_same_normalisation():
     assert found == [[10, 11, 12], [11], [], []]
     assert matcher(["When did Dara Quen hear THE BEATLES in New-York?"]) == [[10, 11, 13]]  # case, "the", plural, hyphen
     assert matcher(["What Beatles album did Dara Quen buy?", "Were the Beatles in New York?"]) == [[10, 11], [11, 13]]  # opening question words
+    assert matcher(["Was\tDara Quen in New York?"]) == [[10, 13]]  # any whitespace after the question word
+    will = QueryEntityMatcher(["Will Smith"], num_passages=3)
+    assert will(["Will Smith sang in 1950?"]) == [[3]]  # "Will" and "Can" also open names: kept
+
+
+def test_questions_are_cut_by_the_rules_the_entity_graph_was_built_with():
+    assert query_extractor({"entity_graph": {"extractor": "rules", "extractor_args": {"min_chars": 6, "numbers": False}}}).min_chars == 6
+    assert not query_extractor({"entity_graph": {"extractor_args": {"numbers": False}}}).numbers
+    assert query_extractor({"entity_graph": {"extractor": "openie", "extractor_args": {"base_url": "http://x"}}}).min_chars == 4  # rules, defaults
+    assert query_extractor({"title_mention": {}}).min_chars == 4
 
 
 def test_entity_seeds_take_their_share_of_the_teleport_mass():

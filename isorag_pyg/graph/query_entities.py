@@ -3,22 +3,36 @@ mentions, found by the LLM-free rule extractor and normalised as the entity grap
 matched to the graph's entity nodes."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from isorag_pyg.graph.entity_graph import entity_key
 from isorag_pyg.graph.rule_extractor import RuleExtractor
 
-# words that open a question capitalised but name nothing ("Did Dara Quen ..." -> "Dara Quen")
+# words that open a question capitalised but name nothing ("Did Dara Quen ..." -> "Dara Quen");
+# not "Will" or "Can", which also open names
 _QUESTION_WORDS = frozenset(
-    ["are", "can", "could", "did", "do", "does", "has", "have", "how", "is", "was", "were", "what", "when", "where", "which",
-     "who", "whom", "whose", "why", "will", "would"]
+    ["are", "could", "did", "do", "does", "has", "have", "how", "is", "was", "were", "what", "when", "where", "which", "who",
+     "whom", "whose", "why", "would"]
 )
 
 
 def _question_word_lowered(question: str) -> str:
     """``question`` with its opening question word lowercased, so that it does not start a name."""
-    first, space, rest = question.lstrip().partition(" ")
-    return f"{first.casefold()}{space}{rest}" if first.casefold() in _QUESTION_WORDS else question
+    words = question.split(maxsplit=1)
+    if not words or words[0].casefold() not in _QUESTION_WORDS:
+        return question
+    return " ".join([words[0].casefold(), *words[1:]])
+
+
+def query_extractor(graph_spec: Mapping[str, Any]) -> RuleExtractor:
+    """The extractor a question goes through: the rules extractor with the entity graph's own
+    rule arguments (``graph_spec["entity_graph"]``), or with its defaults when the graph's
+    entities came from another extractor (OpenIE: questions are matched by rules, after the same
+    normalisation)."""
+    builder = graph_spec.get("entity_graph") or {}
+    rules = builder.get("extractor", "rules") == "rules"
+    return RuleExtractor(**dict(builder.get("extractor_args") or {})) if rules else RuleExtractor()
 
 
 class QueryEntityMatcher:

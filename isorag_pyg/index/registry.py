@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from isorag_pyg.datasets.types import Passage
-from isorag_pyg.graph.query_entities import QueryEntityMatcher
+from isorag_pyg.graph.query_entities import QueryEntityMatcher, query_extractor
 from isorag_pyg.knobs import PHI_OVERRIDES, BM25Knobs, DenseKnobs, ISOKnobs, Knobs, PhiSpec, PPRKnobs
 from isorag_pyg.retrieval import (
     ANNIndex,
@@ -36,6 +36,7 @@ class RetrieverSource(Protocol):
     log_phi: Tensor
     ann: ANNIndex | None
     graph: Any  # the corpus graph (``Data``; an entity graph's ``entity_names``)
+    graph_spec: dict[str, Any]  # the builders and their arguments
 
     def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph: ...
 
@@ -48,7 +49,7 @@ Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
     log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
     names = getattr(source.graph, "entity_names", []) if knobs.entity_seeds > 0 else []
-    matcher = QueryEntityMatcher(names, len(source.passages)) if names else None
+    matcher = QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec)) if names else None
     return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher)
 
 

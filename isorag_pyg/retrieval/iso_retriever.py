@@ -104,7 +104,8 @@ class ISORetriever:
         return question.to(self.graph.device), node.to(self.graph.device)
 
     def entity_weight(self, node: Tensor) -> Tensor:
-        """An entity seed's relative teleport weight: the inverse of its degree (the passages that mention it)."""
+        """An entity seed's relative teleport weight: the inverse of its degree in the graph (the
+        passages that mention it, plus its relation edges where an extractor gave triples)."""
         return 1.0 / (self.graph.rowptr[node + 1] - self.graph.rowptr[node]).clamp_min(1).float()
 
     def local_graphs(self, candidates: DenseCandidates, num_seeds: int, entity_seeds: tuple[Tensor, Tensor] | None = None) -> LocalGraphBatch:

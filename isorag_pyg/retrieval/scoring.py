@@ -5,6 +5,8 @@ personalized PageRank on the (filtered) local graphs, per-question min-max and t
     \mathrm{score}(v) = \lambda_g\,\mathrm{minmax}(\pi)_v + \lambda_d\,\mathrm{minmax}(s)_v,
     \qquad \pi = \mathrm{PPR}_\alpha\big(r\big),\quad r = \mathrm{softmax}(\tau\, s_{\mathrm{seeds}}),
 
+(on an entity graph with query-matched entity seeds, ``r`` gives those seeds the share
+``entity_seeds`` by inverse degree and the passage seeds the rest of it),
 used by :class:`~isorag_pyg.retrieval.ISORetriever` and PyG's subgraph filter alike; and the
 helpers around it: dense scoring in query chunks (never an N x N matrix), per-segment and per-row
 min-max, per-segment top-k.

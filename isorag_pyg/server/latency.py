@@ -8,8 +8,8 @@ import bisect
 import threading
 from collections.abc import Sequence
 
-#: Bucket upper bounds in milliseconds: 1 ms to about 55 s, each 1.25 times the last (a
-#: percentile read from them is at most 25% high), then +inf.
+#: Bucket upper bounds in milliseconds: 1 ms to about 56 s, each 1.25 times the last (a
+#: percentile read from them above 1 ms is at most 25% high; below, it reads 1 ms), then +inf.
 BUCKETS_MS: tuple[float, ...] = (*(round(1.25**i, 3) for i in range(50)), float("inf"))
 
 
@@ -40,7 +40,7 @@ class LatencyHistogram:
 
 def percentile_ms(counts: Sequence[int], q: float) -> float | None:
     """The upper bound (ms) of the bucket holding the ``q`` quantile of ``counts`` (per bucket of
-    :data:`BUCKETS_MS`): an upper estimate within one bucket; ``None`` with no count, or when the
+    :data:`BUCKETS_MS`): an upper estimate within one bucket (1 ms for anything faster); ``None`` with no count, or when the
     quantile lies in the last, unbounded bucket."""
     if not 0.0 < q <= 1.0:
         raise ValueError(f"q must lie in (0, 1], got {q}")
