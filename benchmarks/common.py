@@ -241,7 +241,7 @@ def settings(grid: dict[str, list]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- the reader (qa.py, reader_speed.py)
 def template(entry: str) -> PromptTemplate:
     """``NAME[+KEY=VALUE...]``: ``conf/qa/template/NAME.yaml`` with hydra overrides of its keys
-    (e.g. ``fewshot+passage_order=reversed``, ``fewshot+examples=[]``)."""
+    (e.g. ``fewshot+passage_order=ranked``, ``fewshot+examples=[]``)."""
     name, *overrides = entry.split("+")
     cfg = _eval_config("qa=gguf", f"qa/template={name}", *(f"qa.template.{o}" for o in overrides))
     return PromptTemplate(**plain(cfg.qa.template))

@@ -2,7 +2,7 @@
 llama-cpp-python's OpenAI-compatible server, queried by the project's OpenAI client.
 
     python -m benchmarks.qa                                   # dev: 100 questions per dataset, 5 rows, agreement sample
-    python -m benchmarks.qa --split train --rows dense oracle --templates fewshot fewshot+passage_order=reversed   # prompt tuning
+    python -m benchmarks.qa --split train --rows dense oracle --templates fewshot fewshot+passage_order=ranked   # prompt tuning
 
 Rows, the same questions in each: the reader given no passages (``closed_book``), flat dense
 top-5 (``dense``), ISO-RAG top-5 (``iso``), global PPR top-5 (``ppr``), and the gold passages
