@@ -1,8 +1,8 @@
 """Encoder backends side by side: indexing throughput on a fixed passage sample, and Recall@5 on
 the three dev sets' full corpora, in one run.
 
-    python -m benchmarks.encoder_backends [--backends torch onnx onnx-int8 openvino] [--sample 256] [--rounds 3]
-        [--recall-backends torch onnx-int8] [--datasets 2wikimultihopqa musique hotpotqa]
+    python -m benchmarks.encoder_backends [--backends torch onnx onnx-int8 openvino openvino-bf16] [--sample 256] [--rounds 3]
+        [--recall-backends torch onnx-int8 openvino-bf16] [--datasets 2wikimultihopqa musique hotpotqa]
 
 * Throughput: the same ``--sample`` 2Wiki passages (evenly spaced through the corpus, default
   length), encoded by every backend in turn, ``--rounds`` times in alternating order (forward,
@@ -11,7 +11,7 @@ the three dev sets' full corpora, in one run.
 * Agreement: the cosine between each backend's and torch's embedding of every sampled passage.
 * Recall@5 (dense and ISO-RAG, φ p = 0, title-mention graph, no f_θ) on each dev set's full corpus
   for every ``--recall-backends`` backend, and crossed: passages encoded by one backend, questions
-  by another (torch and the last backend listed), which decides whether an index may be queried
+  by another (torch and each other backend listed, both ways), which decides whether an index may be queried
   with another backend than it was built with.
 
 Writes benchmarks/results/encoder_backends.json. The machine may be shared: absolute passages/s
@@ -39,14 +39,14 @@ DATASETS = ("2wikimultihopqa", "musique", "hotpotqa")
 
 def encoder(backend: str) -> SentenceEncoder:
     """``backend``'s encoder; the embedding cache only where its fingerprint is its own (torch and
-    int8), so that the fp32 exports are measured rather than read back from torch's cache."""
+    int8), so that the backends sharing torch's fingerprint (fp32, bf16) are measured rather than
+    read back from torch's cache."""
     return SentenceEncoder(backend=backend, show_progress=False, cache_dir="default" if backend in ("torch", "onnx-int8") else None)
 
 
 def throughput(backends: list[str], texts: list[str], rounds: int) -> dict[str, dict[str, float]]:
     """passages/s of every backend over ``rounds`` alternating rounds, and its agreement with torch."""
     encoders = {b: SentenceEncoder(backend=b, show_progress=False, cache_dir=None) for b in backends}
-    reference = encoders["torch"].encode(texts[:8])
     for e in encoders.values():
         e.encode(texts[:8])  # load and warm up
     seconds = dict.fromkeys(backends, 0.0)
@@ -56,8 +56,7 @@ def throughput(backends: list[str], texts: list[str], rounds: int) -> dict[str, 
             start = time.perf_counter()
             embeddings[b] = encoders[b].encode(texts)
             seconds[b] += time.perf_counter() - start
-            print(f"  round {r + 1}: {b:10s} {len(texts) / (time.perf_counter() - start):7.1f} passages/s", flush=True)
-    del reference
+            print(f"  round {r + 1}: {b:13s} {len(texts) / (time.perf_counter() - start):7.1f} passages/s", flush=True)
     out = {}
     for b in backends:
         cosine = (embeddings[b] * embeddings["torch"]).sum(1)
@@ -80,7 +79,8 @@ def recall(dataset: str, backends: list[str], overrides: list[str]) -> dict[str,
               f"{time.perf_counter() - start:.0f} s", flush=True)
     rows = {p.id: i for i, p in enumerate(indexes[backends[0]].passages)}
     gold = [{rows[g] for g in q.gold_ids} for q in eval_ds.questions]
-    pairs = [(b, b) for b in backends] + ([("torch", backends[-1]), (backends[-1], "torch")] if "torch" in backends[:-1] else [])
+    crossed = [(x, y) for b in backends if b != "torch" for x, y in (("torch", b), (b, "torch"))] if "torch" in backends else []
+    pairs = [(b, b) for b in backends] + crossed
     results = []
     for passages, asked in pairs:
         row: dict[str, Any] = {"passages": passages, "questions": asked}
@@ -88,7 +88,7 @@ def recall(dataset: str, backends: list[str], overrides: list[str]) -> dict[str,
             found = indexes[passages].retriever(name).retrieve(Queries(questions, queries[asked]), 5)
             row[f"{name}_recall@5"] = round(100 * retrieval_metrics(found.indices, gold, ks=(5,))["recall@5"], 2)
         results.append(row)
-        print(f"  {dataset}: passages {passages:10s} questions {asked:10s} dense R@5 {row['dense_recall@5']:6.2f} "
+        print(f"  {dataset}: passages {passages:13s} questions {asked:13s} dense R@5 {row['dense_recall@5']:6.2f} "
               f"ISO R@5 {row['iso_recall@5']:6.2f}", flush=True)
     return {"dataset": dataset, "passages": len(eval_ds.corpus), "questions": len(questions), "pairs": results}
 
@@ -98,8 +98,8 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS), help="throughput (default: all)")
     parser.add_argument("--sample", type=int, default=256, help="2Wiki passages timed per round (default: 256)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (default: 3)")
-    parser.add_argument("--recall-backends", nargs="*", choices=BACKENDS, default=["torch", "onnx-int8"],
-                        help="backends whose Recall@5 is measured on full corpora; crossed with torch (default: torch onnx-int8)")
+    parser.add_argument("--recall-backends", nargs="*", choices=BACKENDS, default=["torch", "onnx-int8", "openvino-bf16"],
+                        help="backends whose Recall@5 is measured on full corpora; each crossed with torch (default: torch onnx-int8 openvino-bf16)")
     parser.add_argument("--datasets", nargs="*", choices=DATASETS, default=list(DATASETS))
     parser.add_argument("--out", type=results_name, default="encoder_backends.json")
     add_override_argument(parser)
@@ -115,7 +115,7 @@ def main() -> None:
           f"load {load_before[0]:.1f})", flush=True)
     speed = throughput(args.backends, texts, args.rounds)
     for b, figures in speed.items():
-        print(f"{b:10s} {figures['passages_per_s']:7.1f} passages/s  {figures['ratio_vs_torch']:5.2f}x torch  "
+        print(f"{b:13s} {figures['passages_per_s']:7.1f} passages/s  {figures['ratio_vs_torch']:5.2f}x torch  "
               f"cosine to torch min {figures['cosine_to_torch_min']:.5f}", flush=True)
     payload: dict[str, Any] = {"sample_passages": len(texts), "rounds": args.rounds, "threads": torch.get_num_threads(),
                                "load_average_before": load_before, "throughput": speed, "recall": []}

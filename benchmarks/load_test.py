@@ -3,7 +3,7 @@ micro-batching on against off (``--compare batching``), or a torch-encoder index
 a faster encoder backend (``--compare backends``, both batching).
 
     python -m benchmarks.load_test [--compare batching|backends] [--index DIR] [--clients 1 16 128] [--requests 1024]
-        [--level-seconds 120] [--server-threads N] [--encoder-backend torch|onnx|onnx-int8|openvino] [--query-cache N]
+        [--level-seconds 120] [--server-threads N] [--encoder-backend torch|onnx|onnx-int8|openvino|openvino-bf16] [--query-cache N]
         [--check-questions 200]
 
 * The index: ``--index DIR`` if it holds one, else ``ISORAGIndex.build`` over the 2Wiki corpus
@@ -57,6 +57,7 @@ import aiohttp
 import numpy as np
 
 from benchmarks.common import REPO, results_name, setup, write_json
+from isorag_pyg.cli import ENCODER_BACKENDS
 from isorag_pyg.server.latency import percentile_ms
 
 #: Per comparison, its two servers in the order A, B: each level runs A, B, B, A and reports A / B.
@@ -269,7 +270,7 @@ def main() -> None:
     parser.add_argument("--batch-window-ms", type=float, default=2.0)
     parser.add_argument("--max-batch", type=int, default=128)
     parser.add_argument("--server-threads", type=int, default=None, help="the servers' --threads (default: theirs, one per core)")
-    parser.add_argument("--encoder-backend", choices=["torch", "onnx", "onnx-int8", "openvino"], default=None,
+    parser.add_argument("--encoder-backend", choices=ENCODER_BACKENDS, default=None,
                         help="the encoder backend of an index built here (default: torch; onnx-int8 with --compare backends)")
     parser.add_argument("--query-cache", type=int, default=0, help="the servers' --query-cache (default: 0, off)")
     parser.add_argument("--check-questions", type=int, default=200, help="questions whose served answers are checked (default: 200)")

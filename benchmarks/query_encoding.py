@@ -2,7 +2,7 @@
 the model's forward pass, per question, for a batch of ``--batch`` 2Wiki dev questions and for one
 question at a time.
 
-    python -m benchmarks.query_encoding [--backends torch onnx onnx-int8 openvino] [--batch 64] [--rounds 5]
+    python -m benchmarks.query_encoding [--backends torch onnx onnx-int8 openvino openvino-bf16] [--batch 64] [--rounds 5]
 
 Writes benchmarks/results/query_encoding.json. Rounds alternate the backends' order; the machine
 may be shared, so compare the ratios, not the absolute milliseconds.
@@ -53,7 +53,7 @@ def main() -> None:
     print(f"tokenizer: {per_question(tokenizer_s):.3f} ms/question in a batch of {len(questions)} ({torch.get_num_threads()} threads, "
           f"load {os.getloadavg()[0]:.1f})")
     for b, row in rows.items():
-        print(f"{b:10s} batched {row['batched_ms_per_question']:7.2f} ms/q  one at a time {row['single_ms_per_question']:7.2f} ms/q  "
+        print(f"{b:13s} batched {row['batched_ms_per_question']:7.2f} ms/q  one at a time {row['single_ms_per_question']:7.2f} ms/q  "
               f"batched {row['batched_ratio_vs_torch']}x torch")
     write_json("query_encoding.json", {"batch": len(questions), "rounds": args.rounds, "load_average": os.getloadavg(),
                                        "tokenizer_ms_per_question": per_question(tokenizer_s), "backends": rows})

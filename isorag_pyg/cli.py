@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 _START = time.perf_counter()
+ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")  #: encoders.backends.BACKENDS without torch (tested equal)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,8 +59,8 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"tokens per passage when splitting documents (default: {DEFAULT_MAX_TOKENS})")
     build.add_argument("--ann", choices=["exact", "hnsw", "ivf"], default="exact",
                        help="dense candidates: scan every passage, or a FAISS hnsw / ivf index at its default parameters (default: exact)")
-    build.add_argument("--encoder-backend", default="torch", choices=["torch", "onnx", "onnx-int8", "openvino", "openai"],
-                       help="how passages and questions are embedded: sentence-transformers on torch, ONNX Runtime fp32 or int8, OpenVINO, "
+    build.add_argument("--encoder-backend", default="torch", choices=[*ENCODER_BACKENDS, "openai"],
+                       help="how passages and questions are embedded: sentence-transformers on torch, ONNX Runtime fp32 or int8, OpenVINO fp32 or bf16, "
                             "or an OpenAI-compatible server (--encoder names its model; OPENAI_BASE_URL, OPENAI_API_KEY) (default: torch)")
     build.add_argument("--encode-devices", nargs="+", default=None, metavar="DEVICE",
                        help="encode in one process per device, e.g. cuda:0 cuda:1, or cpu cpu cpu cpu (default: one process)")
@@ -126,8 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-pending", type=int, default=defaults.max_pending,
                        help=f"queued questions beyond which requests get 503 (default: {defaults.max_pending})")
     serve.add_argument("--threads", type=int, default=None, help="torch threads for encoding and retrieval (default: one per core)")
-    serve.add_argument("--encoder-backend", default=None, choices=["torch", "onnx", "onnx-int8", "openvino"],
-                       help="embed questions on another backend with the same fingerprint (the fp32 ones: torch, onnx, openvino) "
+    serve.add_argument("--encoder-backend", default=None, choices=ENCODER_BACKENDS,
+                       help="embed questions on another backend with the same fingerprint (torch, onnx, openvino, openvino-bf16) "
                             "(default: the index's)")
     serve.add_argument("--query-cache", type=int, default=defaults.query_cache,
                        help=f"question embeddings kept in an LRU cache; 0 turns it off (default: {defaults.query_cache})")

@@ -1,4 +1,4 @@
-"""Encoder backends (onnx, onnx-int8, openvino) exported from the packaged MiniLM, the query LRU
+"""Encoder backends (onnx, onnx-int8, openvino, openvino-bf16) exported from the packaged MiniLM, the query LRU
 cache, and what an index records and enforces about them."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from isorag_pyg.cli import main
+from isorag_pyg.cli import ENCODER_BACKENDS, main
 from isorag_pyg.encoders import SentenceEncoder
-from isorag_pyg.encoders.backends import MissingBackendError, check_backend, token_batches, tokenize
+from isorag_pyg.encoders.backends import BACKENDS, MissingBackendError, check_backend, token_batches, tokenize
 from isorag_pyg.encoders.query_cache import LRUQueryEncoder
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.utils.isoperimetric import PhiSpec
@@ -35,6 +35,37 @@ def test_fp32_backends_give_torchs_embeddings_and_share_its_fingerprint(backend,
     assert emb.shape == torch_embeddings.shape and emb.dtype == torch.float32
     assert (emb * torch_embeddings).sum(1).min() > 0.99999
     assert encoder.fingerprint == SentenceEncoder(cache_dir=None).fingerprint
+
+
+@pytest.mark.slow
+@pytest.mark.encoder
+def test_bf16_backend_is_torchs_embeddings_to_bf16_precision_and_shares_its_fingerprint(torch_embeddings):
+    encoder = SentenceEncoder(cache_dir=None, show_progress=False, backend="openvino-bf16", batch_size=2)
+    emb = encoder.encode(TEXTS)
+    assert emb.shape == torch_embeddings.shape and emb.dtype == torch.float32
+    assert torch.allclose(emb.norm(dim=1), torch.ones(len(TEXTS)), atol=1e-5)
+    assert (emb * torch_embeddings).sum(1).min() > 0.9999
+    assert encoder.fingerprint == SentenceEncoder(cache_dir=None).fingerprint
+    # a batch's texts do not change each other's vectors beyond bf16's rounding
+    alone = torch.cat([encoder.encode([text]) for text in TEXTS])
+    assert (alone * emb).sum(1).min() > 0.9999
+
+
+@pytest.mark.slow
+@pytest.mark.encoder
+def test_bf16_backend_runs_in_fp32_with_a_warning_on_a_cpu_without_bf16(monkeypatch, caplog):
+    import openvino
+
+    class CoreWithoutBF16(openvino.Core):
+        def get_property(self, device, name):
+            return ["FP32", "INT8"] if name == "OPTIMIZATION_CAPABILITIES" else super().get_property(device, name)
+
+    fp32 = SentenceEncoder(cache_dir=None, show_progress=False, backend="openvino").encode(TEXTS)
+    monkeypatch.setattr(openvino, "Core", CoreWithoutBF16)
+    with caplog.at_level("WARNING", logger="isorag_pyg.encoders.backends"):
+        emb = SentenceEncoder(cache_dir=None, show_progress=False, backend="openvino-bf16").encode(TEXTS)
+    assert "no native bf16" in caplog.text
+    assert torch.allclose(emb, fp32, atol=1e-6)
 
 
 @pytest.mark.encoder
@@ -94,20 +125,23 @@ def test_cli_index_records_the_backend_and_an_int8_index_refuses_fp32_questions(
 def test_a_torch_index_may_be_queried_on_another_fp32_backend():
     index = ISORAGIndex.build(PASSAGES, encoder=SentenceEncoder(show_progress=False), f_theta=None, phi=PhiSpec(p=0), progress=False)
     assert index.encoder_spec["backend"] == "torch"
-    index.encoder = SentenceEncoder(cache_dir=None, backend="openvino")  # accepted: same fingerprint (nothing is loaded yet)
+    for backend in ("onnx", "openvino", "openvino-bf16"):  # accepted: same fingerprint (nothing is loaded yet)
+        index.encoder = SentenceEncoder(cache_dir=None, backend=backend)
     with pytest.raises(ValueError, match="fingerprint mismatch"):
         index.encoder = SentenceEncoder(cache_dir=None, backend="onnx-int8")
 
 
 def test_unknown_and_missing_backends_are_one_line_naming_the_extra(monkeypatch):
-    with pytest.raises(ValueError, match="unknown encoder backend 'tensorrt'; choose from torch, onnx, onnx-int8, openvino"):
+    with pytest.raises(ValueError, match="unknown encoder backend 'tensorrt'; choose from torch, onnx, onnx-int8, openvino, openvino-bf16$"):
         SentenceEncoder(backend="tensorrt")
+    assert ENCODER_BACKENDS == BACKENDS  # the command line offers every backend, and no other
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("onnxruntime", "openvino") else real(name, *a))
     with pytest.raises(MissingBackendError, match=r"^the onnx-int8 encoder backend needs onnxruntime: pip install 'isorag_pyg\[onnx\]'$"):
         check_backend("onnx-int8")
-    with pytest.raises(MissingBackendError, match=r"pip install 'isorag_pyg\[openvino\]'$"):
-        SentenceEncoder(backend="openvino")
+    for backend in ("openvino", "openvino-bf16"):
+        with pytest.raises(MissingBackendError, match=rf"^the {backend} encoder backend needs openvino: pip install 'isorag_pyg\[openvino\]'$"):
+            SentenceEncoder(backend=backend)
 
 
 class CountingEncoder:

@@ -77,8 +77,8 @@ class SentenceEncoder:
         devices: encode across several processes, one per entry (e.g. ``["cuda:0", "cuda:1"]``,
             or ``["cpu"] * 4``), with sentence-transformers' multi-process pool; the embeddings
             equal one process's (default: ``None``, one process on ``device``).
-        backend: ``"torch"``, or a faster CPU runtime: ``"onnx"``, ``"onnx-int8"``, ``"openvino"``
-            (see :mod:`isorag_pyg.encoders.backends`; exported once into ``<cache dir>/backends``,
+        backend: ``"torch"``, or a faster CPU runtime: ``"onnx"``, ``"onnx-int8"``, ``"openvino"``,
+            ``"openvino-bf16"`` (see :mod:`isorag_pyg.encoders.backends`; exported once into ``<cache dir>/backends``,
             the default cache directory when embeddings are not cached) (default: ``"torch"``).
         threads: CPU threads of an ONNX / OpenVINO backend (default: torch's thread count).
     """
