@@ -9,7 +9,7 @@ the three dev sets' full corpora, in one run.
   backward, ...) so that load from other processes weighs on all alike; passages/s over all
   rounds, and the ratio to torch fp32. The embedding cache is off; tokenisation is included.
 * Agreement: the cosine between each backend's and torch's embedding of every sampled passage.
-* Recall@5 (dense and ISO-RAG, φ p = 0, title-mention graph, no f_θ) on each dev set's full corpus
+* Recall@5 (dense and ISO-RAG, φ p = 0, the index's default graph, no f_θ) on each dev set's full corpus
   for every ``--recall-backends`` backend, and crossed: passages encoded by one backend, questions
   by another (torch and each other backend listed, both ways), which decides whether an index may be queried
   with another backend than it was built with.
@@ -38,9 +38,8 @@ DATASETS = ("2wikimultihopqa", "musique", "hotpotqa")
 
 
 def encoder(backend: str) -> SentenceEncoder:
-    """``backend``'s encoder; the embedding cache only where its fingerprint is its own (torch and
-    int8), so that the backends sharing torch's fingerprint (fp32, bf16) are measured rather than
-    read back from torch's cache."""
+    """``backend``'s encoder; torch's and int8's embeddings are read from the embedding cache
+    where earlier runs left them, the other backends encode afresh."""
     return SentenceEncoder(backend=backend, show_progress=False, cache_dir="default" if backend in ("torch", "onnx-int8") else None)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 _START = time.perf_counter()
-ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")  #: encoders.backends.BACKENDS without torch (tested equal)
+ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")  #: a copy of encoders.backends.BACKENDS (tested equal)
 
 
 class _Parser(argparse.ArgumentParser):

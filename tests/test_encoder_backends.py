@@ -49,6 +49,21 @@ def test_bf16_backend_is_torchs_embeddings_to_bf16_precision_and_shares_its_fing
     # a batch's texts do not change each other's vectors beyond bf16's rounding
     alone = torch.cat([encoder.encode([text]) for text in TEXTS])
     assert (alone * emb).sum(1).min() > 0.9999
+    import openvino
+
+    if "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):  # bf16 really runs: not fp32's vectors
+        fp32 = SentenceEncoder(cache_dir=None, show_progress=False, backend="openvino", batch_size=2).encode(TEXTS)
+        assert not torch.allclose(emb, fp32, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.encoder
+def test_backends_sharing_a_fingerprint_keep_their_cached_vectors_apart(tmp_path, torch_embeddings):
+    bf16 = SentenceEncoder(cache_dir=tmp_path, show_progress=False, backend="openvino-bf16").encode(TEXTS)
+    cached = SentenceEncoder(cache_dir=tmp_path, show_progress=False)
+    assert torch.equal(cached.encode(TEXTS), torch_embeddings) and not torch.equal(bf16, torch_embeddings)
+    assert len(list(tmp_path.glob("emb-*.pt"))) == 2  # one file per backend
+    assert torch.equal(SentenceEncoder(cache_dir=tmp_path, show_progress=False, backend="openvino-bf16").encode(TEXTS), bf16)
 
 
 @pytest.mark.slow
@@ -122,7 +137,7 @@ def test_cli_index_records_the_backend_and_an_int8_index_refuses_fp32_questions(
     assert "fingerprint mismatch" in capsys.readouterr().err
 
 
-def test_a_torch_index_may_be_queried_on_another_fp32_backend():
+def test_a_torch_index_may_be_queried_on_any_backend_sharing_its_fingerprint():
     index = ISORAGIndex.build(PASSAGES, encoder=SentenceEncoder(show_progress=False), f_theta=None, phi=PhiSpec(p=0), progress=False)
     assert index.encoder_spec["backend"] == "torch"
     for backend in ("onnx", "openvino", "openvino-bf16"):  # accepted: same fingerprint (nothing is loaded yet)

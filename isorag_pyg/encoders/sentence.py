@@ -124,6 +124,13 @@ class SentenceEncoder:
             self._fingerprint = backend_fingerprint(model_fingerprint(self.model_path), self.backend)
         return self._fingerprint
 
+    @property
+    def cache_fingerprint(self) -> str:
+        """What embeddings are cached under: the fingerprint, plus the backend for any backend but
+        torch (backends that share a fingerprint give close vectors, not the same bytes, so one
+        backend's cached vectors are never read back as another's)."""
+        return self.fingerprint if self.backend == "torch" else f"{self.fingerprint}@{self.backend}"
+
     def _load(self):
         if self._model is None:
             from sentence_transformers import SentenceTransformer
@@ -147,7 +154,7 @@ class SentenceEncoder:
         texts = list(texts)
         if not texts:
             raise ValueError("encode() needs at least one text")
-        key = cache_key(self.fingerprint, texts)
+        key = cache_key(self.cache_fingerprint, texts)
         if self.cache is not None and (hit := self.cache.load(key, len(texts))) is not None:
             return hit
         emb = self._encode_torch(texts) if self.backend == "torch" else self._encode_exported(texts)
