@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -31,6 +32,7 @@ from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.latency import LatencyHistogram
 from isorag_pyg.server.reloading import Served, ServedIndex
 from isorag_pyg.server.settings import ServerSettings
+from isorag_pyg.utils.memory import freeze_long_lived
 from isorag_pyg.version import __version__
 
 log = logging.getLogger(__name__)
@@ -173,6 +175,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        freeze_long_lived()  # the index, the model, the modules: out of the collector's full collections
         batcher.start()
         watcher = None
         if settings.watch_seconds is not None and reloadable:
@@ -183,6 +186,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
             if watcher is not None:
                 watcher.cancel()
             await batcher.close()
+            gc.unfreeze()
 
     app = FastAPI(title="isorag", version=__version__, lifespan=lifespan,
                   description="ISO-RAG retrieval with dynamic micro-batching.")

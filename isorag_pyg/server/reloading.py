@@ -7,10 +7,13 @@ loaded (same fingerprint; query cache included) or, for a version built with ano
 that version's own encoder prepared as the server prepares encoders (a fresh query cache of the
 same size: the old one's vectors belong to another model), prepares its retrievers, and only
 then makes it current; a version that fails to open leaves the current one serving. Every
-answer carries the version that produced it.
+answer carries the version that produced it. In a server that froze its loaded objects out of
+the garbage collector, a reload frees the replaced version and freezes the new one (one full
+collection per reload).
 """
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +24,7 @@ from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.index.locking import read_generation
 from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
+from isorag_pyg.utils.memory import freeze_long_lived
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,9 @@ class ServedIndex:
             engine.stats = old.stats  # the counters carry on
             self.engine = engine
             self.reloads += 1
+            del old, engine, index
+            if gc.get_freeze_count():  # the server froze what it loaded: free the old version, freeze the new
+                freeze_long_lived()
             return {"reloaded": True, **self.describe()}
 
     def describe(self) -> dict[str, Any]:
