@@ -34,7 +34,9 @@ a faster encoder backend (``--compare backends``, both batching).
 Targets at 128 clients: micro-batching on serves ≥ 5× the requests/s of off, with p99 ≤ 100 ms;
 the faster backend ≥ 3× torch's requests/s (batching on both) with p99 ≤ 500 ms; served answers
 equal to ``ISORAGIndex.retrieve``.
-Clients and servers share the machine's cores: the figures are for this machine as it was.
+Clients and servers share the machine's cores: the figures are for this machine as it was. The
+clients' process keeps what it loaded out of its garbage collector's full collections, as the
+servers do, so that its own collection pauses are not counted as the servers' latency.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ import numpy as np
 from benchmarks.common import REPO, results_name, setup, write_json
 from isorag_pyg.cli import ENCODER_BACKENDS
 from isorag_pyg.server.latency import percentile_ms
+from isorag_pyg.utils.memory import freeze_long_lived
 
 #: Per comparison, its two servers in the order A, B: each level runs A, B, B, A and reports A / B.
 COMPARISONS = ("batching", "backends")
@@ -293,6 +296,7 @@ def main() -> None:
         load_before = os.getloadavg()
         print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} ({os.cpu_count()} cores)", flush=True)
         levels = []
+        freeze_long_lived()  # this process's own full collections (it imported torch) would otherwise count as latency
         with servers(plan, work, args.batch_window_ms, args.max_batch, args.server_threads, args.query_cache) as urls:
             for url in urls.values():
                 asyncio.run(drive(url, questions[::-1], min(16, args.warmup), args.warmup, args.level_seconds, args.k))
