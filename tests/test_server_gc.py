@@ -59,7 +59,7 @@ def test_the_server_freezes_while_it_runs_and_a_reload_frees_the_replaced_versio
     del index
     assert gc.get_freeze_count() == 0
     with TestClient(app) as client:
-        assert gc.get_freeze_count() > 0  # started: the loaded objects are frozen
+        assert gc.get_freeze_count() > 0 and not tracked(app.state.served.index)  # started: the loaded index is frozen
         assert client.post("/retrieve", json={"questions": ["Where is Dijon?"], "k": 1}).status_code == 200
         serving = app.state.served.index
         serving.cycle = [serving]  # a reference cycle through the frozen index: reference counting alone cannot free it
@@ -68,6 +68,26 @@ def test_the_server_freezes_while_it_runs_and_a_reload_frees_the_replaced_versio
         built.add([{"title": "Nancy", "text": "Nancy is a place."}], encoder=LengthEncoder())
         built.save(directory)
         assert client.post("/reload").json()["reloaded"] is True
-        assert replaced() is None  # frozen objects are not left behind by a reload
-        assert gc.get_freeze_count() > 0 and client.get("/health").json()["passages"] == 5
+        assert client.post("/retrieve", json={"questions": ["Where is Nancy?"], "k": 1}).status_code == 200
+        assert replaced() is None  # the batch after the reload freed the replaced version
+        assert not tracked(app.state.served.index) and client.get("/health").json()["passages"] == 5  # and froze the new one
     assert gc.get_freeze_count() == 0  # stopped: nothing stays frozen
+
+
+def test_a_reload_outside_a_running_server_freezes_nothing(tmp_path):
+    built = ISORAGIndex.build(PASSAGES, encoder=LengthEncoder(), f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    directory = built.save(tmp_path / "index")
+    index = ISORAGIndex.load(directory)
+    index.encoder = LengthEncoder()
+    served = create_app(index).state.served  # no lifespan: the app never started
+    built.add([{"title": "Nancy", "text": "Nancy is a place."}], encoder=LengthEncoder())
+    built.save(directory)
+    assert served.reload()["reloaded"] is True and not served.frozen
+    served.run([])
+    assert gc.get_freeze_count() == 0
+
+
+def tracked(obj) -> bool:
+    """Whether the garbage collector's full collections still walk ``obj`` (frozen objects are
+    not among ``gc.get_objects()``)."""
+    return any(o is obj for o in gc.get_objects())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -32,7 +31,6 @@ from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.latency import LatencyHistogram
 from isorag_pyg.server.reloading import Served, ServedIndex
 from isorag_pyg.server.settings import ServerSettings
-from isorag_pyg.utils.memory import freeze_long_lived
 from isorag_pyg.version import __version__
 
 log = logging.getLogger(__name__)
@@ -175,18 +173,18 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        freeze_long_lived()  # the index, the model, the modules: out of the collector's full collections
-        batcher.start()
         watcher = None
-        if settings.watch_seconds is not None and reloadable:
-            watcher = asyncio.get_running_loop().create_task(watch(settings.watch_seconds))
         try:
+            served.freeze()  # the index, the model, the modules: out of the collector's full collections
+            batcher.start()
+            if settings.watch_seconds is not None and reloadable:
+                watcher = asyncio.get_running_loop().create_task(watch(settings.watch_seconds))
             yield
         finally:
             if watcher is not None:
                 watcher.cancel()
             await batcher.close()
-            gc.unfreeze()
+            served.unfreeze()
 
     app = FastAPI(title="isorag", version=__version__, lifespan=lifespan,
                   description="ISO-RAG retrieval with dynamic micro-batching.")

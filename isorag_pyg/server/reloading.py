@@ -8,8 +8,9 @@ that version's own encoder prepared as the server prepares encoders (a fresh que
 same size: the old one's vectors belong to another model), prepares its retrievers, and only
 then makes it current; a version that fails to open leaves the current one serving. Every
 answer carries the version that produced it. In a server that froze its loaded objects out of
-the garbage collector, a reload frees the replaced version and freezes the new one (one full
-collection per reload).
+the garbage collector (:meth:`ServedIndex.freeze`), the first batch after a reload frees the
+replaced version and freezes the new one (one full collection per reload). The freeze is
+process-wide: serve one app per process.
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ class ServedIndex:
         self.serving_encoder = serving_encoder
         self._reload_lock = threading.Lock()
         self.reloads = 0
+        self.frozen = False  # the objects loaded are out of the collector's full collections (freeze)
+        self._refreeze = False  # a reload replaced the version: free it and freeze anew before the next batch
 
     @property
     def index(self) -> ISORAGIndex:
@@ -58,8 +61,24 @@ class ServedIndex:
     def version(self) -> int:
         return self.engine.index.generation
 
+    def freeze(self) -> None:
+        """Move what is loaded now (modules, index, model) out of the garbage collector's full
+        collections (:func:`~isorag_pyg.utils.memory.freeze_long_lived`); reloads keep it so."""
+        freeze_long_lived()
+        self.frozen = True
+
+    def unfreeze(self) -> None:
+        """Undo :meth:`freeze` (when the server stops)."""
+        self.frozen = self._refreeze = False
+        gc.unfreeze()
+
     def run(self, requests: Sequence[RetrievalRequest]) -> list[Served | Exception]:
-        """Answer a batch with the engine current now (the batcher's batch function)."""
+        """Answer a batch with the engine current now (the batcher's batch function). After a
+        reload, the first batch first frees the replaced version and freezes the new one: here,
+        on the batch thread, no batch still holds the old engine."""
+        if self._refreeze:
+            self._refreeze = False
+            freeze_long_lived()
         engine = self.engine
         version = engine.index.generation
         return [o if isinstance(o, Exception) else Served(o, version) for o in engine.run(requests)]
@@ -83,9 +102,7 @@ class ServedIndex:
             engine.stats = old.stats  # the counters carry on
             self.engine = engine
             self.reloads += 1
-            del old, engine, index
-            if gc.get_freeze_count():  # the server froze what it loaded: free the old version, freeze the new
-                freeze_long_lived()
+            self._refreeze = self.frozen
             return {"reloaded": True, **self.describe()}
 
     def describe(self) -> dict[str, Any]:
