@@ -204,6 +204,23 @@ def test_device_speed_refuses_cuda_where_there_is_none(monkeypatch, capsys):
     assert exit_info.value.code == 2 and "torch sees no GPU" in capsys.readouterr().err
 
 
+def test_untitled_weighting_choice_is_the_best_mean_over_datasets():
+    from benchmarks.untitled import weighting_choice
+
+    def row(power, expansion, iso, ppr):
+        return {"idf_power": power, "edge_weights": power > 0, "max_expansion": expansion, "beta": 0.05, "iso": iso,
+                "ppr": {"False": 0.5, "True": ppr}}
+
+    # dataset a prefers the weighted graph at 400, dataset b the unweighted one by less: the mean picks (2.0, 400)
+    study = {"a": {"weighting": [row(0.0, 100, 0.60, 0.5), row(2.0, 400, 0.70, 0.6)]},
+             "b": {"weighting": [row(0.0, 100, 0.80, 0.5), row(2.0, 400, 0.75, 0.4)]}, "c": {"titles": []}}
+    chosen = weighting_choice(study)
+    assert chosen["idf_power"] == 2.0 and chosen["iso"] == {"hops": 2, "edge_weights": True, "max_expansion": 400, "beta": 0.05}
+    assert chosen["iso_mean_recall@5"] == pytest.approx(0.725) and chosen["datasets"] == 2
+    assert chosen["ppr_edge_weights"] is False  # weighted PPR's mean 0.5 does not beat the unweighted 0.5
+    assert weighting_choice({"c": {"titles": []}}) == {}
+
+
 def test_untitled_threshold_is_the_middle_of_the_best_run_of_share_intervals():
     from benchmarks.untitled import blanked, title_share_threshold
 

@@ -18,10 +18,12 @@ from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, TITLE_SHARE_THRESHOLD, aut
 from isorag_pyg.graph.builders import adjacent
 from isorag_pyg.graph.entity_graph import (
     EXTRACTORS,
+    MIN_MENTION_WEIGHT,
     entity_graph,
     entity_graph_from_extraction,
     entity_key,
     normalize_entity,
+    specificity,
 )
 from isorag_pyg.graph.extraction import EntityExtractor, Extraction
 from isorag_pyg.graph.query_entities import QueryEntityMatcher, query_extractor
@@ -73,6 +75,37 @@ def test_entity_graph_keeps_hubs_drops_leaves_and_adds_relations():
         entity_graph_from_extraction(Extraction([[], []]), 3)
     with pytest.raises(ValueError, match="unknown entity extractor 'nope'"):
         entity_graph(TEXTS, extractor="nope")
+
+
+def test_mentions_weigh_by_the_specificity_of_their_entity():
+    # "hub" in all 30 passages, "pair" in two, "trio" in three
+    entities = [["hub", *(["pair"] if i < 2 else []), *(["trio"] if 2 <= i < 5 else [])] for i in range(30)]
+    graph = entity_graph_from_extraction(Extraction(entities), 30)
+    node = {name: 30 + i for i, name in enumerate(graph.names)}
+    weight = {(u, v): w for (u, v), w in zip(graph.mentions.t().tolist(), graph.mention_weight.tolist())}
+    expected = lambda df: (math.log(30 / df) / math.log(30)) ** 2
+    assert weight[(0, node["pair"])] == pytest.approx(expected(2)) and weight[(2, node["trio"])] == pytest.approx(expected(3))
+    assert weight[(0, node["hub"])] == pytest.approx(MIN_MENTION_WEIGHT)  # an entity of every passage: the floor, never 0
+    assert 1 >= weight[(0, node["pair"])] > weight[(2, node["trio"])] > weight[(0, node["hub"])] > 0
+    flat = entity_graph_from_extraction(Extraction(entities), 30, idf_power=0.0)
+    assert torch.equal(flat.mention_weight, torch.ones(flat.mentions.size(1)))
+    assert torch.allclose(specificity(torch.tensor([2, 4]), 1000, 1.0) ** 2, specificity(torch.tensor([2, 4]), 1000, 2.0))
+    with pytest.raises(ValueError, match="idf_power must be >= 0"):
+        specificity(torch.tensor([2]), 10, -1.0)
+    related = entity_graph_from_extraction(Extraction([["a"], ["a", "b"], ["b"]], [[("a", "r", "b")], [], []]), 3)
+    assert related.edge_weight.tolist()[-1] == 1.0 and related.edge_weight.numel() == related.edge_index.size(1)
+
+
+def test_the_corpus_graph_keeps_the_mention_weights():
+    x = torch.nn.functional.normalize(torch.randn(len(CORPUS), 8), dim=-1)
+    edges = run_builders({"entity_graph": {}}, CORPUS, x)
+    data = build_corpus_graph(CORPUS, x, edges)
+    weighted = entity_graph(TEXTS)
+    for (u, v), w in zip(weighted.mentions.t().tolist(), weighted.mention_weight.tolist()):
+        assert data.edge_weight[(data.edge_index[0] == u) & (data.edge_index[1] == v)].item() == pytest.approx(w)
+    assert float(data.edge_weight.min()) < 1.0  # "1950" and "kostrov" are less specific than a two-passage entity
+    flat = build_corpus_graph(CORPUS, x, run_builders({"entity_graph": {"idf_power": 0.0}}, CORPUS, x))
+    assert torch.equal(flat.edge_index, data.edge_index) and torch.equal(flat.edge_weight, torch.ones_like(flat.edge_weight))
 
 
 def test_blank_and_entity_free_passages_get_no_edge_and_a_message(caplog):

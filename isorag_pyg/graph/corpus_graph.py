@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
 #: The builders' output format: raised whenever a builder's edges change for the same arguments
 #: and corpus (cached indexes key on it, so that none built by older builder code is reused).
-BUILDERS_VERSION = 1
+BUILDERS_VERSION = 2
 BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "entity_graph", "adjacent",
                  "noise")
 
@@ -94,7 +94,7 @@ def run_builders(
             edges[name] = builders.entity_comention(corpus, **kwargs)
         elif name == "entity_graph":
             graph = entity_graph([p.text for p in corpus], **kwargs)
-            edges[name], edges.entity_names = graph.edge_index, graph.names
+            edges[name], edges.entity_names = (graph.edge_index, graph.edge_weight), graph.names
             edges.records[name] = {"entities": len(graph.names), "mentions": graph.mentions.size(1),
                                    "relations": graph.relations.size(1), "passages_without_entities": graph.passages_without_entities}
         elif name == "adjacent":

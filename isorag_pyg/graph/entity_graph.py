@@ -9,6 +9,7 @@ ranks rows ``< N`` only.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -68,19 +69,44 @@ class EntityGraph:
     mentions: Tensor  # [2, M] (passage row, entity node row)
     relations: Tensor  # [2, R] (entity node row, entity node row) from triples
     passages_without_entities: int
+    mention_weight: Tensor  # [M] each mention's weight (:func:`specificity`)
 
     @property
     def edge_index(self) -> Tensor:
         return torch.cat([self.mentions, self.relations], dim=1)
 
+    @property
+    def edge_weight(self) -> Tensor:
+        """``[M + R]``: the mentions' weights, then 1 for every relation edge."""
+        return torch.cat([self.mention_weight, torch.ones(self.relations.size(1))])
+
+
+#: A mention's smallest weight (an entity every passage mentions), so that no edge weighs 0.
+MIN_MENTION_WEIGHT = 1e-3
+
+
+def specificity(df: Tensor, num_passages: int, idf_power: float) -> Tensor:
+    """A mention's weight from its entity's document frequency ``df``: the entity's idf
+    relative to the largest possible, ``(log(N / df) / log N) ** idf_power`` (at least
+    :data:`MIN_MENTION_WEIGHT`; 1 for every mention when ``idf_power`` is 0). At most 1, the
+    weight of an edge from a builder without weights, so that a specific entity ties two passages
+    about as strongly as a title mention, while a random walk leaves a passage mostly through its
+    specific entities rather than through generic hubs ("american", "2007")."""
+    if idf_power < 0:
+        raise ValueError(f"idf_power must be >= 0, got {idf_power}")
+    if idf_power == 0 or num_passages < 2:
+        return torch.ones(df.numel())
+    relative = torch.log(num_passages / df.double()) / math.log(num_passages)
+    return relative.clamp(MIN_MENTION_WEIGHT, 1.0).pow(idf_power).clamp_min(MIN_MENTION_WEIGHT).float()
+
 
 def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_passages: int = 2,
-                                 max_passages: int | None = None) -> EntityGraph:
+                                 max_passages: int | None = None, idf_power: float = 2.0) -> EntityGraph:
     """Entity nodes for the normalised strings of ``extraction`` (near-duplicates merged) that
     at least ``min_passages`` passages mention (an entity of one passage links nothing) and, when
     ``max_passages`` is set, at most that many (default: no cap — generic entities stay as hubs,
-    which is what the isoperimetric filter is for); mention edges; relation edges between two
-    kept entities of a triple."""
+    which is what the isoperimetric filter is for); mention edges, weighted by the entity's
+    :func:`specificity` with ``idf_power``; relation edges between two kept entities of a triple."""
     if len(extraction.entities) != num_passages:
         raise ValueError(f"the extraction covers {len(extraction.entities)} passages, the corpus has {num_passages}")
     if min_passages < 1 or (max_passages is not None and max_passages < min_passages):
@@ -119,20 +145,23 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
     names = [surface[key].most_common(1)[0][0] for key in kept]
     linked = torch.zeros(num_passages, dtype=torch.bool)
     linked[mentions[0]] = True
-    return EntityGraph(names, mentions, relations, int((~linked).sum()))
+    df = torch.tensor([len(mentioned[key]) for key in kept], dtype=torch.long)
+    weight = specificity(df, num_passages, idf_power)[mentions[1] - num_passages]
+    return EntityGraph(names, mentions, relations, int((~linked).sum()), weight)
 
 
 def entity_graph(texts: Sequence[str], extractor: str = "rules", extractor_args: Mapping[str, Any] | None = None,
-                 min_passages: int = 2, max_passages: int | None = None) -> EntityGraph:
+                 min_passages: int = 2, max_passages: int | None = None, idf_power: float = 2.0) -> EntityGraph:
     """Extract entities (and triples) from ``texts`` with the named extractor of
-    :data:`EXTRACTORS` and build the entity graph over them."""
+    :data:`EXTRACTORS` and build the entity graph over them (mentions weighted by
+    :func:`specificity` with ``idf_power``)."""
     if extractor not in EXTRACTORS:
         raise ValueError(f"unknown entity extractor {extractor!r}; choose from {', '.join(EXTRACTORS)}")
     blank = [i for i, text in enumerate(texts) if not text.strip()]
     if blank:
         log.warning("entity graph: %d passages are empty or whitespace (first: row %d); they get no entity edge", len(blank), blank[0])
     graph = entity_graph_from_extraction(EXTRACTORS[extractor](**dict(extractor_args or {})).extract(texts), len(texts),
-                                         min_passages, max_passages)
+                                         min_passages, max_passages, idf_power)
     if graph.passages_without_entities:
         log.info("entity graph: %d of %d passages share no entity with another passage", graph.passages_without_entities, len(texts))
     return graph
