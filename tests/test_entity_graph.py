@@ -90,8 +90,9 @@ def test_mentions_weigh_by_the_specificity_of_their_entity():
     flat = entity_graph_from_extraction(Extraction(entities), 30, idf_power=0.0)
     assert torch.equal(flat.mention_weight, torch.ones(flat.mentions.size(1)))
     assert torch.allclose(specificity(torch.tensor([2, 4]), 1000, 1.0) ** 2, specificity(torch.tensor([2, 4]), 1000, 2.0))
-    with pytest.raises(ValueError, match="idf_power must be >= 0"):
-        specificity(torch.tensor([2]), 10, -1.0)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="idf_power must be >= 0"):
+            specificity(torch.tensor([2]), 10, bad)
     related = entity_graph_from_extraction(Extraction([["a"], ["a", "b"], ["b"]], [[("a", "r", "b")], [], []]), 3)
     assert related.edge_weight.tolist()[-1] == 1.0 and related.edge_weight.numel() == related.edge_index.size(1)
 
@@ -106,6 +107,21 @@ def test_the_corpus_graph_keeps_the_mention_weights():
     assert float(data.edge_weight.min()) < 1.0  # "1950" and "kostrov" are less specific than a two-passage entity
     flat = build_corpus_graph(CORPUS, x, run_builders({"entity_graph": {"idf_power": 0.0}}, CORPUS, x))
     assert torch.equal(flat.edge_index, data.edge_index) and torch.equal(flat.edge_weight, torch.ones_like(flat.edge_weight))
+
+
+def test_the_walk_leaves_a_passage_through_its_specific_entity_not_the_hub():
+    corpus = [Passage("seed", "", "Zorvath Keel wrote about Paris and about Ostrava Lune."),
+              Passage("partner", "", "Ostrava Lune is a harbour town with a lighthouse."),
+              *(Passage(f"hub{i}", "", f"Paris hosted fair number {10 + i} in spring.") for i in range(10))]
+    index = ISORAGIndex.build(corpus, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    assert index.retriever("iso").knobs.edge_weights and index.retriever("ppr").knobs.edge_weights
+    question = "What did Zorvath Keel write about?"
+
+    def partner_over_hub(weighted: bool) -> float:
+        ppr = index.explain(question, k=5, entity_seeds=0.0, edge_weights=weighted)["ppr"]
+        return ppr["partner"] / max(ppr[f"hub{i}"] for i in range(10))
+
+    assert partner_over_hub(True) > 2 * partner_over_hub(False)
 
 
 def test_blank_and_entity_free_passages_get_no_edge_and_a_message(caplog):

@@ -1,6 +1,6 @@
 """The entity graph: passage nodes plus entity nodes, an edge for every mention of an entity in a
-passage and, from extracted triples, edges between entities (HippoRAG's graph, without its LLM
-when the rule extractor is used).
+passage (weighted by the entity's specificity) and, from extracted triples, edges between
+entities (HippoRAG's graph, without its LLM when the rule extractor is used).
 
 Passage nodes keep their corpus rows ``0..N-1``; entity nodes follow as rows ``N..N+E-1`` (in
 order of first mention), so every passage-indexed tensor of an index stays valid and retrieval
@@ -92,7 +92,7 @@ def specificity(df: Tensor, num_passages: int, idf_power: float) -> Tensor:
     weight of an edge from a builder without weights, so that a specific entity ties two passages
     about as strongly as a title mention, while a random walk leaves a passage mostly through its
     specific entities rather than through generic hubs ("american", "2007")."""
-    if idf_power < 0:
+    if not idf_power >= 0:  # NaN included
         raise ValueError(f"idf_power must be >= 0, got {idf_power}")
     if idf_power == 0 or num_passages < 2:
         return torch.ones(df.numel())
