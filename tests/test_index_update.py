@@ -44,28 +44,6 @@ def assert_same_as_rebuild(index: ISORAGIndex, graph: dict | None = GRAPH) -> No
                [[h.id for h in hits] for hits in rebuilt.retrieve(questions, k=5, retriever=name)], name
 
 
-class CountingEncoder:
-    """The index's own encoder, counting the texts it embeds."""
-
-    def __init__(self, inner):
-        self.inner, self.texts = inner, 0
-        self.name, self.fingerprint, self.backend = inner.name, inner.fingerprint, inner.backend
-
-    def encode(self, texts):
-        self.texts += len(texts)
-        return self.inner.encode(texts)
-
-
-def test_add_embeds_with_the_encoder_set_on_the_index(base, tmp_path):
-    index = copy_of(base, tmp_path)
-    index.encoder = counting = CountingEncoder(index.encoder)
-    index.add(CORPUS[40:43])
-    assert counting.texts == 3  # not a second copy of the model loaded from the spec
-    given = CountingEncoder(counting.inner)
-    index.add(CORPUS[43:44], encoder=given)
-    assert (given.texts, counting.texts) == (1, 3)  # an encoder passed to add wins
-
-
 @pytest.mark.slow
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(added=st.sets(st.integers(40, len(CORPUS) - 1), min_size=1, max_size=15),

@@ -272,14 +272,13 @@ class ISORAGIndex:
 
     def add(self, passages: Sequence[Passage | Mapping[str, Any]], refit: FThetaConfig | None = None,
             encoder: TextEncoder | None = None) -> UpdateReport:
-        """Append passages (see :func:`~isorag_pyg.index.update.added`): embedded with ``encoder`` (e.g. the
-        same model on a GPU), else the one set through :attr:`encoder` or loaded for questions, else the
-        recorded model loaded afresh (each checked against the recorded fingerprint), placed
+        """Append passages (see :func:`~isorag_pyg.index.update.added`): embedded with the index's encoder
+        (or ``encoder``, e.g. the same model on a GPU, checked against the recorded fingerprint), placed
         in the ball by the stored f_θ (``refit`` trains f_θ again instead). Equals a rebuild over the same
         passages with the same f_θ; ids without a passage's own are numbered from :attr:`next_id`."""
 
         def encode(texts: list[str]) -> Tensor:
-            model = encoder or self._encoder or encoder_from_spec(self.encoder_spec, show_progress=False)
+            model = encoder or encoder_from_spec(self.encoder_spec, show_progress=False)
             check_encoder(self.encoder_spec, model)
             return model.encode(texts)
 
