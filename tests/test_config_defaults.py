@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from isorag_pyg.cli import _parser
 from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS
+from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS
 from isorag_pyg.knobs import BM25Knobs, DenseKnobs, ISOKnobs, PhiSpec, PPRKnobs
 from isorag_pyg.retrieval import BM25Retriever, DenseRetriever, GlobalPPRRetriever, ISORetriever
 from isorag_pyg.training import (
@@ -41,6 +42,20 @@ def test_retriever_configs_equal_the_knob_dataclasses(path, knobs):
     library = dataclasses.asdict(knobs())
     assert config == {k: library[k] for k in config}, path
     assert set(library) - set(config) <= {"query_chunk"}  # runtime-only
+
+
+def test_entity_graph_configs_carry_the_knobs_an_entity_graph_index_stores():
+    from hydra import compose, initialize_config_dir
+
+    for name, path in (("iso", "retriever/iso_entity_graph.yaml"), ("ppr", "retriever/ppr_entity_graph.yaml")):
+        assert yaml(path, drop=("defaults", "name")) == ENTITY_GRAPH_KNOBS[name], path
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        chosen = compose("eval", overrides=["graph=entity_graph", "dataset=musique"])
+        explicit = compose("eval", overrides=["graph=entity_graph", "retriever=iso", "retriever.hops=3"])
+    assert chosen.retriever.name == "iso_entity_graph" and chosen.retriever.kind == "iso"
+    assert {k: chosen.retriever[k] for k in ENTITY_GRAPH_KNOBS["iso"]} == ENTITY_GRAPH_KNOBS["iso"]
+    assert list(chosen.graph.builders) == ["entity_graph"] and chosen.graph.builders.entity_graph.idf_power == 2.0
+    assert (explicit.retriever.name, explicit.retriever.hops, explicit.retriever.edge_weights) == ("iso", 3, False)  # the command line wins
 
 
 @pytest.mark.parametrize("cls,knobs", [(ISORetriever, ISOKnobs), (GlobalPPRRetriever, PPRKnobs), (DenseRetriever, DenseKnobs),

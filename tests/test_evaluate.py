@@ -9,7 +9,6 @@ from hydra import compose, initialize_config_dir
 
 from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS
 from isorag_pyg.index import ISORAGIndex
-from isorag_pyg.index.registry import changed_or_unstored
 from isorag_pyg.jobs.evaluate import run_evaluation
 from isorag_pyg.jobs.train import INDEX_DIR, run_training
 
@@ -77,33 +76,14 @@ def test_f_theta_is_trained_only_when_phi_needs_it(tmp_path):
     assert (tmp_path / "p1" / "f_theta").is_dir() and len(cached_indexes(tmp_path)) == 2
 
 
-def test_config_defaults_yield_to_the_knobs_an_entity_graph_index_stores(tmp_path):
+def test_evaluate_on_the_entity_graph_runs_the_knobs_its_index_stores(tmp_path):
     from isorag_pyg.jobs.evaluate import config_retriever, prepare_evaluation
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", *SMALL, "graph=entity_graph", "retriever=iso",
-                                         f"encoder.cache_dir={tmp_path / 'cache'}"])
-        changed = compose("eval", overrides=[f"paths.output_dir={tmp_path}", *SMALL, "graph=entity_graph", "retriever=iso",
-                                             "retriever.hops=3", "retriever.max_expansion=50"]).retriever
-        ppr = compose("eval", overrides=["retriever=ppr"]).retriever
+        cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", *SMALL, "graph=entity_graph", f"encoder.cache_dir={tmp_path / 'cache'}"])
     inputs = prepare_evaluation(cfg)
-    assert inputs.index.knobs == ENTITY_GRAPH_KNOBS
-    stored = config_retriever(inputs, cfg.retriever).knobs  # iso.yaml lists every knob at its default
-    assert (stored.hops, stored.edge_weights, stored.max_expansion, stored.beta) == (2, True, 400, 0.05)
-    assert (stored.alpha, stored.num_seeds) == (0.85, 5)  # knobs the index does not store: the config's
-    knobs = config_retriever(inputs, changed).knobs  # what a config changes wins
-    assert (knobs.hops, knobs.max_expansion, knobs.edge_weights, knobs.beta) == (3, 50, True, 0.05)
-    assert config_retriever(inputs, ppr).knobs.edge_weights is True
-
-
-def test_changed_or_unstored_keeps_what_a_config_changes():
-    stored = {"iso": {"hops": 2, "beta": 0.05}}
-    given = {"hops": 1, "beta": 0.3, "alpha": 0.85}  # hops at ISOKnobs' default, beta changed, alpha not stored
-    assert changed_or_unstored("iso", stored, given) == {"beta": 0.3, "alpha": 0.85}
-    assert changed_or_unstored("iso_uniform", stored, given) == {"beta": 0.3, "alpha": 0.85}  # an ablation shares iso's
-    assert changed_or_unstored("iso", {}, given) == given and changed_or_unstored("ppr", stored, given) == given
-    with pytest.raises(ValueError, match="unknown retriever"):
-        changed_or_unstored("nope", stored, given)
+    assert inputs.index.knobs == ENTITY_GRAPH_KNOBS and cfg.retriever.name == "iso_entity_graph"
+    assert config_retriever(inputs, cfg.retriever).knobs == inputs.index.retriever("iso").knobs  # what the index itself retrieves with
 
 
 def test_leaky_graph_is_labelled(tmp_path):
@@ -126,16 +106,6 @@ def test_evaluates_the_index_train_py_saved(tmp_path):
     assert summary["retrievers"]["iso_synthetic"]["recall@5"] == evaluate_index(tmp_path / "again", index)
     with pytest.raises(ValueError, match="another corpus"):
         evaluate(tmp_path / "other", f"index={saved}", "dataset.generator.seed=7", "traces=false")
-
-
-@pytest.mark.slow
-def test_train_py_keeps_the_knobs_an_entity_graph_index_stores(tmp_path):
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        run_training(compose("train", overrides=[f"paths.output_dir={tmp_path}", *SMALL, "trainer.max_epochs=1", "logger=none",
-                                                 "graph=entity_graph", "retriever=iso", "retriever.alpha=0.5"]))
-    knobs = ISORAGIndex.load(tmp_path / INDEX_DIR).knobs
-    assert {k: knobs["iso"][k] for k in ENTITY_GRAPH_KNOBS["iso"]} == ENTITY_GRAPH_KNOBS["iso"] and knobs["iso"]["alpha"] == 0.5
-    assert knobs["ppr"] == ENTITY_GRAPH_KNOBS["ppr"]
 
 
 def evaluate_index(tmp_path, index) -> float:

@@ -272,8 +272,10 @@ class ISORAGIndex:
 
     def add(self, passages: Sequence[Passage | Mapping[str, Any]], refit: FThetaConfig | None = None,
             encoder: TextEncoder | None = None) -> UpdateReport:
-        """Append passages (see :func:`~isorag_pyg.index.update.added`): embedded with the index's encoder
-        (or ``encoder``, e.g. the same model on a GPU, checked against the recorded fingerprint), placed
+        """Append passages (see :func:`~isorag_pyg.index.update.added`): embedded with ``encoder`` (e.g. the
+        same model on a GPU), else with the recorded model loaded afresh through the embedding cache, each
+        checked against the recorded fingerprint; not with an encoder set through :attr:`encoder`, which
+        encodes questions (a serving backend or query cache there does not reach the passages), placed
         in the ball by the stored f_θ (``refit`` trains f_θ again instead). Equals a rebuild over the same
         passages with the same f_θ; ids without a passage's own are numbered from :attr:`next_id`."""
 

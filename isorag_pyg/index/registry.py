@@ -121,18 +121,6 @@ def resolve_knobs(name: str, stored: Mapping[str, Mapping[str, Any]], given: Map
     return kind.knobs(**values), phi_changes
 
 
-def changed_or_unstored(name: str, stored: Mapping[str, Mapping[str, Any]], given: Mapping[str, Any]) -> dict[str, Any]:
-    """``given`` without the knobs that the index stores for ``name`` (or the name it shares) and
-    that ``given`` leaves at the knob dataclass's default: a configuration that lists every knob,
-    most at their defaults, then changes only what it changes, and the knobs an index stores (an
-    entity-graph index's ``hops: 2``, knobs a tuning run stored) hold otherwise."""
-    check_retriever_name(name)
-    kind = REGISTRY[name]
-    own = stored.get(name, stored.get(kind.shares, {}) if kind.shares else {})
-    defaults = {f.name: f.default for f in dataclasses.fields(kind.knobs)}
-    return {key: value for key, value in given.items() if not (key in own and key in defaults and value == defaults[key])}
-
-
 def make_retriever(source: RetrieverSource, name: str, stored: Mapping[str, Mapping[str, Any]], given: Mapping[str, Any],
                    device: str | torch.device, cache: dict[tuple[str, Knobs], Retriever]) -> Retriever:
     """The retriever ``name`` over ``source`` with :func:`resolve_knobs`'s knobs; kinds marked

@@ -17,7 +17,6 @@ from isorag_pyg.evaluation.case_study import plot_case_study
 from isorag_pyg.evaluation.compare import evaluate_retrievers, time_retrieval
 from isorag_pyg.evaluation.sharded import sharded_retrieve
 from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
-from isorag_pyg.index.registry import changed_or_unstored
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.indexing import dataset_index, process_rank
 from isorag_pyg.qa.prompt import PromptTemplate
@@ -38,10 +37,9 @@ def prepare_evaluation(cfg: DictConfig, out_dir: Path | None = None, retrievers:
 
 
 def config_retriever(inputs: EvaluationInputs, rcfg: DictConfig) -> Retriever:
-    """The retriever of a ``retriever`` config: its kind, device and knobs (those it leaves at their
-    defaults yield to the knobs the index stores, :func:`~isorag_pyg.index.registry.changed_or_unstored`)."""
+    """The retriever of a ``retriever`` config: its kind, device and knobs."""
     _, name, knobs = conf.retriever_knobs(rcfg)
-    return inputs.retriever(name, rcfg.get("device", "auto"), **changed_or_unstored(name, inputs.index.knobs, knobs))
+    return inputs.retriever(name, rcfg.get("device", "auto"), **knobs)
 
 
 def retriever_configs(cfg: DictConfig) -> list[DictConfig]:

@@ -10,7 +10,6 @@ from typing import Any
 from omegaconf import DictConfig
 
 from isorag_pyg.index.cache import cached_index
-from isorag_pyg.index.registry import changed_or_unstored
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.indexing import process_rank
 
@@ -32,9 +31,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     if process_rank() != 0:  # an extra DDP rank: it trained its shard; rank 0 writes the results
         return metrics
     _, kind, knobs = conf.retriever_knobs(cfg.retriever)
-    if kind == "iso":  # the dataset's ISO-RAG knobs travel with its index, over those it stores (an entity graph's)
-        changed = changed_or_unstored("iso", index.knobs, {k: v for k, v in knobs.items() if k not in ("phi_mode", "seed")})
-        index.set_knobs("iso", {**index.knobs.get("iso", {}), **changed})
+    if kind == "iso":  # the dataset's ISO-RAG knobs travel with its index
+        index.set_knobs("iso", {k: v for k, v in knobs.items() if k not in ("phi_mode", "seed")})
     index.save(out_dir / INDEX_DIR)
     (out_dir / "train_metrics.json").write_text(json.dumps(metrics, indent=2))
     log.info("index with f_θ written to %s", out_dir / INDEX_DIR)
