@@ -65,7 +65,7 @@ ABLATIONS = ("uniform", "shuffled")
 TITLE_FRACTIONS = (0.0, 0.25, 0.5, 1.0)
 ENTITY_SEED_SHARES = (0.0, 0.25, 0.5, 0.75)
 IDF_POWERS = (0.0, 1.0, 2.0)
-WEIGHTING_GRID = {"max_expansion": [100, 400], "beta": [0.05, 0.1, 0.2]}
+WEIGHTING_GRID = {"max_expansion": [100, 400], "beta": [0.05, 0.1, 0.2], "tau": [10.0, 20.0], "lambda_graph": [0.9, 0.8]}
 
 
 def blanked(corpus: list[Passage], keep: float = 0.0, seed: int = 0) -> list[Passage]:
@@ -198,7 +198,8 @@ def weighting_choice(study: dict[str, Any]) -> dict[str, Any]:
     best_row = max(range(len(mean)), key=lambda i: (mean[i], -i))
     row = tables[0][best_row]
     ppr = {w: sum(table[best_row]["ppr"][w] for table in tables) / len(tables) for w in ("False", "True")}
-    return {"idf_power": row["idf_power"], "iso": {"hops": 2, "edge_weights": row["edge_weights"], **{k: row[k] for k in WEIGHTING_GRID}},
+    knobs = [k for k in row if k in WEIGHTING_GRID or k == "lambda_dense"]  # settings() adds lambda_dense = 1 - lambda_graph
+    return {"idf_power": row["idf_power"], "iso": {"hops": 2, "edge_weights": row["edge_weights"], **{k: row[k] for k in knobs}},
             "iso_mean_recall@5": mean[best_row], "ppr_edge_weights": ppr["True"] > ppr["False"], "ppr_mean_recall@5": ppr,
             "datasets": len(tables)}
 

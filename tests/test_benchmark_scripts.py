@@ -208,14 +208,15 @@ def test_untitled_weighting_choice_is_the_best_mean_over_datasets():
     from benchmarks.untitled import weighting_choice
 
     def row(power, expansion, iso, ppr):
-        return {"idf_power": power, "edge_weights": power > 0, "max_expansion": expansion, "beta": 0.05, "iso": iso,
-                "ppr": {"False": 0.5, "True": ppr}}
+        return {"idf_power": power, "edge_weights": power > 0, "max_expansion": expansion, "beta": 0.05, "tau": 20.0,
+                "lambda_graph": 0.8, "lambda_dense": 0.2, "iso": iso, "ppr": {"False": 0.5, "True": ppr}}
 
     # dataset a prefers the weighted graph at 400, dataset b the unweighted one by less: the mean picks (2.0, 400)
     study = {"a": {"weighting": [row(0.0, 100, 0.60, 0.5), row(2.0, 400, 0.70, 0.6)]},
              "b": {"weighting": [row(0.0, 100, 0.80, 0.5), row(2.0, 400, 0.75, 0.4)]}, "c": {"titles": []}}
     chosen = weighting_choice(study)
-    assert chosen["idf_power"] == 2.0 and chosen["iso"] == {"hops": 2, "edge_weights": True, "max_expansion": 400, "beta": 0.05}
+    assert chosen["idf_power"] == 2.0 and chosen["iso"] == {"hops": 2, "edge_weights": True, "max_expansion": 400, "beta": 0.05,
+                                                            "tau": 20.0, "lambda_graph": 0.8, "lambda_dense": 0.2}
     assert chosen["iso_mean_recall@5"] == pytest.approx(0.725) and chosen["datasets"] == 2
     assert chosen["ppr_edge_weights"] is False  # weighted PPR's mean 0.5 does not beat the unweighted 0.5
     assert weighting_choice({"c": {"titles": []}}) == {}
