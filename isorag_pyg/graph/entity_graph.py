@@ -96,8 +96,8 @@ def specificity(df: Tensor, num_passages: int, idf_power: float) -> Tensor:
         raise ValueError(f"idf_power must be >= 0, got {idf_power}")
     if idf_power == 0 or num_passages < 2:
         return torch.ones(df.numel())
-    relative = torch.log(num_passages / df.double()) / math.log(num_passages)
-    return relative.clamp(MIN_MENTION_WEIGHT, 1.0).pow(idf_power).clamp_min(MIN_MENTION_WEIGHT).float()
+    relative = torch.log(num_passages / df.double()) / math.log(num_passages)  # in [0, 1]: 1 <= df <= N
+    return relative.clamp_min(MIN_MENTION_WEIGHT).pow(idf_power).clamp_min(MIN_MENTION_WEIGHT).float()
 
 
 def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_passages: int = 2,
@@ -130,9 +130,9 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
                 surface.setdefault(key, Counter())[raw.strip()] += 1
     kept = [key for key, rows in mentioned.items() if len(rows) >= min_passages and (max_passages is None or len(rows) <= max_passages)]
     node = {key: num_passages + i for i, key in enumerate(kept)}
+    df = torch.tensor([len(mentioned[key]) for key in kept], dtype=torch.long)  # each kept entity's passages
     rows = torch.tensor([row for key in kept for row in mentioned[key]], dtype=torch.long)
-    cols = torch.repeat_interleave(torch.arange(num_passages, num_passages + len(kept)),
-                                   torch.tensor([len(mentioned[key]) for key in kept], dtype=torch.long))
+    cols = torch.repeat_interleave(torch.arange(num_passages, num_passages + len(kept)), df)
     order = torch.argsort(rows * (num_passages + len(kept)) + cols)  # by passage, then entity
     mentions = torch.stack([rows[order], cols[order]])
     relation_pairs = set()
@@ -145,7 +145,6 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
     names = [surface[key].most_common(1)[0][0] for key in kept]
     linked = torch.zeros(num_passages, dtype=torch.bool)
     linked[mentions[0]] = True
-    df = torch.tensor([len(mentioned[key]) for key in kept], dtype=torch.long)
     weight = specificity(df, num_passages, idf_power)[mentions[1] - num_passages]
     return EntityGraph(names, mentions, relations, int((~linked).sum()), weight)
 
