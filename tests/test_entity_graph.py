@@ -90,8 +90,8 @@ def test_mentions_weigh_by_the_specificity_of_their_entity():
     flat = entity_graph_from_extraction(Extraction(entities), 30, idf_power=0.0)
     assert torch.equal(flat.mention_weight, torch.ones(flat.mentions.size(1)))
     assert torch.allclose(specificity(torch.tensor([2, 4]), 1000, 1.0) ** 2, specificity(torch.tensor([2, 4]), 1000, 2.0))
-    for bad in (-1.0, float("nan")):
-        with pytest.raises(ValueError, match="idf_power must be >= 0"):
+    for bad in (-1.0, float("nan"), "2", None, True):
+        with pytest.raises(ValueError, match="idf_power must be a number >= 0"):
             specificity(torch.tensor([2]), 10, bad)
     related = entity_graph_from_extraction(Extraction([["a"], ["a", "b"], ["b"]], [[("a", "r", "b")], [], []]), 3)
     assert related.edge_weight.tolist()[-1] == 1.0 and related.edge_weight.numel() == related.edge_index.size(1)

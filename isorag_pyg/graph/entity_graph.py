@@ -92,8 +92,8 @@ def specificity(df: Tensor, num_passages: int, idf_power: float) -> Tensor:
     weight of an edge from a builder without weights, so that a specific entity ties two passages
     about as strongly as a title mention, while a random walk leaves a passage mostly through its
     specific entities rather than through generic hubs ("american", "2007")."""
-    if not idf_power >= 0:  # NaN included
-        raise ValueError(f"idf_power must be >= 0, got {idf_power}")
+    if isinstance(idf_power, bool) or not isinstance(idf_power, (int, float)) or not idf_power >= 0:  # NaN included
+        raise ValueError(f"idf_power must be a number >= 0, got {idf_power!r}")
     if idf_power == 0 or num_passages < 2:
         return torch.ones(df.numel())
     relative = torch.log(num_passages / df.double()) / math.log(num_passages)  # in [0, 1]: 1 <= df <= N
