@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -114,8 +115,19 @@ class OpenAIChatGenerator:
         """One record (``answer``, ``prompt_tokens``) per request, in request order. The first
         request that fails for good raises at once: requests not yet sent are cancelled (those in
         flight finish, and their answers are cached)."""
+        failed = threading.Event()  # set by the failing worker itself, so no worker starts another request after it
+
+        def ask(request: Request) -> dict[str, Any]:
+            if failed.is_set():
+                raise CancelledError
+            try:
+                return self._ask(request)
+            except BaseException:
+                failed.set()
+                raise
+
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            futures = [pool.submit(self._ask, request) for request in requests]
+            futures = [pool.submit(ask, request) for request in requests]
             try:
                 for done in tqdm(as_completed(futures), total=len(futures), desc=desc, leave=False):
                     done.result()
