@@ -52,10 +52,15 @@ def test_entity_graph_configs_carry_the_knobs_an_entity_graph_index_stores():
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         chosen = compose("eval", overrides=["graph=entity_graph", "dataset=musique"])
         explicit = compose("eval", overrides=["graph=entity_graph", "retriever=iso", "retriever.hops=3"])
+        ablations = {mode: compose("eval", overrides=[f"retriever=iso_entity_graph_{mode}"]).retriever for mode in ("uniform", "shuffled")}
     assert chosen.retriever.name == "iso_entity_graph" and chosen.retriever.kind == "iso"
     assert {k: chosen.retriever[k] for k in ENTITY_GRAPH_KNOBS["iso"]} == ENTITY_GRAPH_KNOBS["iso"]
     assert list(chosen.graph.builders) == ["entity_graph"] and chosen.graph.builders.entity_graph.idf_power == 2.0
     assert (explicit.retriever.name, explicit.retriever.hops, explicit.retriever.edge_weights) == ("iso", 3, False)  # the command line wins
+    for mode, ablation in ablations.items():  # the φ ablations of the entity-graph knobs, not of ISO-RAG's defaults
+        assert ablation.phi_mode == mode and ablation.name == f"iso_entity_graph_{mode}"
+        assert {k: v for k, v in ablation.items() if k not in ("name", "phi_mode")} == \
+            {k: v for k, v in chosen.retriever.items() if k not in ("name", "phi_mode")}
 
 
 @pytest.mark.parametrize("cls,knobs", [(ISORetriever, ISOKnobs), (GlobalPPRRetriever, PPRKnobs), (DenseRetriever, DenseKnobs),

@@ -128,3 +128,17 @@ def test_split_train_and_unknown_names(tmp_path):
         evaluate(tmp_path, "dataset=nonexistent")
     with pytest.raises(ValueError, match="case_study"):
         evaluate(tmp_path, "case_study=999", "traces=true")
+
+
+def test_traces_and_case_study_name_the_entity_nodes_of_an_entity_graph(tmp_path):
+    # a beta that prunes, so pruned edges reach entity nodes (rows past the passages)
+    summary = evaluate(tmp_path, "graph=entity_graph", "retriever.beta=0.9", "case_study=0", f"encoder.cache_dir={tmp_path / 'cache'}")
+    records = [json.loads(line) for line in (tmp_path / "traces_iso_entity_graph.jsonl").read_text().splitlines()]
+    ids = {passage.id for passage in ISORAGIndex.load(tmp_path / "cache" / "indexes" / next(
+        p.name for p in (tmp_path / "cache" / "indexes").iterdir() if p.is_dir())).passages}
+    ends = [end for record in records for edge in record["pruned_edges"] for end in edge]
+    entity_ends = [end for end in ends if end.startswith("entity:")]
+    assert entity_ends and all(end in ids for end in ends if not end.startswith("entity:"))
+    assert all(seed.startswith("entity:") for record in records for seed in record.get("entity_seeds", []))
+    assert (tmp_path / "case_study_iso_entity_graph.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert summary["removed_edge_fraction"] > 0

@@ -16,6 +16,7 @@ from rich.table import Table
 from isorag_pyg.evaluation.case_study import plot_case_study
 from isorag_pyg.evaluation.compare import evaluate_retrievers, time_retrieval
 from isorag_pyg.evaluation.sharded import sharded_retrieve
+from isorag_pyg.index.answers import node_records
 from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.indexing import dataset_index, process_rank
@@ -66,6 +67,13 @@ def sharded_timing(sharding: DictConfig | None):
     return timed
 
 
+def node_names(inputs: EvaluationInputs, rows: Any) -> dict[int, tuple[str, str]]:
+    """Graph row -> (id, title): a passage's own, or ``entity:<name>`` and the name for an entity graph's entity nodes."""
+    rows = sorted(set(rows))
+    records = node_records(inputs.index.passages, getattr(inputs.index.graph, "entity_names", []), rows)
+    return {r: (node_id, title) for r, (node_id, title, _) in zip(rows, records)}
+
+
 def write_traces(path: Path, inputs: EvaluationInputs, result: RetrievalResult) -> None:
     passages = inputs.index.passages
     with path.open("w") as handle:
@@ -78,10 +86,14 @@ def write_traces(path: Path, inputs: EvaluationInputs, result: RetrievalResult) 
             }
             if "seeds" in trace:
                 record["seeds"] = [passages[s].id for s in trace["seeds"]]
+            if trace.get("entity_seeds"):
+                names = node_names(inputs, trace["entity_seeds"])
+                record["entity_seeds"] = [names[r][0] for r in trace["entity_seeds"]]
             if "candidates" in trace:
                 record["num_candidates"] = len(trace["candidates"])
                 record["num_kept_edges"] = len(trace["kept_edges"])
-                record["pruned_edges"] = [[passages[u].id, passages[v].id] for u, v in trace["pruned_edges"]]
+                names = node_names(inputs, [row for edge in trace["pruned_edges"] for row in edge])
+                record["pruned_edges"] = [[names[u][0], names[v][0]] for u, v in trace["pruned_edges"]]
             handle.write(json.dumps(record) + "\n")
 
 
@@ -126,7 +138,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
             write_traces(out_dir / f"traces_{rcfg.name}.jsonl", inputs, traced)
             if rcfg.kind == "iso" and cfg.get("case_study") is not None:
                 q = question_position(inputs.dataset.questions, cfg.case_study)
-                titles = {r: inputs.index.passages[r].title for r in traced.traces[q]["candidates"]}
+                titles = {r: title for r, (_, title) in node_names(inputs, traced.traces[q]["candidates"]).items()}
                 plot_case_study(traced.traces[q], inputs.gold[q], titles, inputs.dataset.questions[q].text, out_dir / f"case_study_{rcfg.name}.png")
     if cfg.get("qa"):
         primary.update(answer_with_llm(cfg, inputs, runs[primary_label].result, out_dir))
