@@ -52,6 +52,7 @@ from benchmarks.common import (
 )
 from isorag_pyg.evaluation import evaluate_retrievers
 from isorag_pyg.graph import run_builders
+from isorag_pyg.knobs import ISOKnobs
 from isorag_pyg.retrieval import ANNIndex, ISORetriever, Queries, RetrievalGraph
 from isorag_pyg.retrieval.ann import SEARCH_PARAM
 from isorag_pyg.retrieval.candidates import candidate_chunk, dense_candidates
@@ -220,7 +221,7 @@ def generated_row(n: int, num_queries: int, kinds: list[str], rcfg) -> dict[str,
     index = RetrievalGraph(edge_index, x, "cpu", normalized=True)
     prepared = {"graph_index_s": time.perf_counter() - start, "graph_index_bytes": tensor_bytes(index)}
     log_phi = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    params = {k: rcfg[k] for k in ISO_KNOBS}
+    params = {k: rcfg[k] for k in ISO_KNOBS if k in rcfg}  # the knobs iso.yaml sets; ISORetriever's defaults for the rest
     row = compare(f"generated-{n}", lambda kind: ANNIndex.build(x, kind), lambda ann: ISORetriever(index, log_phi, **params, ann=ann),
                   index, Queries([""] * num_queries, q), kinds)
     return {**row, **prepared}
@@ -237,7 +238,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rcfg = retriever_config("iso", device="cpu")
-    payload: dict[str, Any] = {"k": K, "device": "cpu", "iso_config": dict(rcfg), "rows": []}
+    payload: dict[str, Any] = {"k": K, "device": "cpu", "iso_config": {**ISOKnobs().to_dict(), **rcfg}, "rows": []}
     runs = [lambda d=d: dataset_row(d, args.graph, args.override, args.queries, args.kinds) for d in args.datasets]
     runs += [lambda n=n: generated_row(n, args.queries, args.kinds, rcfg) for n in args.sizes]
     for run in runs:

@@ -110,12 +110,13 @@ def add_override_argument(parser: argparse.ArgumentParser) -> None:
 
 @cache
 def _retriever_base(name: str) -> dict[str, Any]:
-    return plain(_compose("eval", [f"retriever={name}", "paths.output_dir=."]).retriever)
+    return {k: v for k, v in plain(_compose("eval", [f"retriever={name}", "paths.output_dir=."]).retriever).items() if v is not None}
 
 
 def retriever_config(name: str, **overrides: Any) -> dict[str, Any]:
-    """``conf/retriever/<name>.yaml`` (composed once per name) as a plain dict, with knobs
-    overridden or added (φ's ``p``, ``shell_floor``...)."""
+    """``conf/retriever/<name>.yaml`` (composed once per name) as a plain dict of the knobs it
+    sets (a null knob is left to the index: what it stores, else the library's default), with
+    knobs overridden or added (φ's ``p``, ``shell_floor``...)."""
     return {**_retriever_base(name), **overrides}
 
 

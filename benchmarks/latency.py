@@ -121,9 +121,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     device = device_of(args.device)
     rcfg = retriever_config("iso", device=args.device)
-    alpha = float(rcfg["alpha"])
     inputs, _ = evaluation("dataset=2wikimultihopqa", "graph=leakfree")
     iso = make_retriever(inputs, rcfg)
+    alpha = iso.knobs.alpha
     ppr = make_retriever(inputs, retriever_config("ppr", device=args.device))
     queries = inputs.queries.slice(0, args.queries)
     rows = [measure("2wiki-dev", iso, ppr, iso.graph.edge_index, len(inputs.index), inputs.index.embeddings, queries, alpha, 100)]
@@ -132,12 +132,12 @@ def main() -> None:
     print("ISO-RAG ms/query by batch size on 2wiki-dev: " + ", ".join(f"{b}: {v:.3f}" for b, v in batch_curve.items()), flush=True)
     for n in args.sizes:
         edge_index, x, q, log_phi = generated_corpus(n, args.queries)
-        params = {k: rcfg[k] for k in ("num_seeds", "over_retrieval", "hops", "max_expansion", "beta", "alpha", "tau", "lambda_graph", "lambda_dense", "tol", "max_iter")}
+        params = {k: getattr(iso.knobs, k) for k in ("num_seeds", "over_retrieval", "hops", "max_expansion", "beta", "alpha", "tau", "lambda_graph", "lambda_dense", "tol", "max_iter")}
         graph = RetrievalGraph(edge_index, x, device)
         iso_n = ISORetriever(graph, log_phi, **params)
         ppr_n = GlobalPPRRetriever(graph, alpha=alpha)
         rows.append(measure(f"generated-{n}", iso_n, ppr_n, iso_n.graph.edge_index, n, x, q, alpha, 20 if n < 1_000_000 else 5))
-        write_json("latency.json", {"k": K, "device": str(device), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve, "partial": True})
+        write_json("latency.json", {"k": K, "device": str(device), "iso_config": iso.knobs.to_dict(), "rows": rows, "batch_size_ms_per_query": batch_curve, "partial": True})
         del iso_n, ppr_n, edge_index, x
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     sizes = [r["passages"] for r in rows]
@@ -150,7 +150,7 @@ def main() -> None:
     fig.tight_layout()
     RESULTS.mkdir(parents=True, exist_ok=True)
     fig.savefig(RESULTS / "latency.png", dpi=100)
-    write_json("latency.json", {"k": K, "device": str(device), "iso_config": dict(rcfg), "rows": rows, "batch_size_ms_per_query": batch_curve})
+    write_json("latency.json", {"k": K, "device": str(device), "iso_config": iso.knobs.to_dict(), "rows": rows, "batch_size_ms_per_query": batch_curve})
 
 
 if __name__ == "__main__":

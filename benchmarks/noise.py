@@ -48,6 +48,7 @@ from benchmarks.common import (
 )
 from isorag_pyg.evaluation.metrics import per_question_recall, retrieval_metrics
 from isorag_pyg.index.evaluation import EvaluationInputs
+from isorag_pyg.knobs import ISOKnobs
 
 
 def beta_rule(edge_index: torch.Tensor, log_phi: torch.Tensor) -> dict[str, float]:
@@ -331,7 +332,7 @@ def main() -> None:
         "protocol": "knobs tuned on the training questions (split=train, each over its own corpus, with the same noise arguments); "
                     "dev questions held out, never used for a choice",
         "levels": {k: {"overrides": list(v.overrides), "kind": v.kind, "retriever": v.retriever} for k, v in LEVELS.items() if k in args.levels},
-        "grid": GRID, "ppr_grid": PPR_GRID, "train_settings": grid, "fixed_knobs": retriever_config("iso"),
+        "grid": GRID, "ppr_grid": PPR_GRID, "train_settings": grid, "fixed_knobs": {**ISOKnobs().to_dict(), **retriever_config("iso")},
         "robust_default": robust, "results": results, "summary": summary, "seconds": time.perf_counter() - started,
     })
     plot(results, args.datasets, args.levels)

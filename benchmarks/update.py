@@ -115,7 +115,7 @@ def main() -> None:
         "with_default_encoder_s": {"add": add_s + add_save_s + len(new) / rate, "rebuild": rebuild_s + rebuild_save_s + len(total) / rate},
     }
     print(f"{args.passages} passages + {len(new)} new: add {add_s:.1f} s + save {add_save_s:.1f} s; rebuild {rebuild_s:.1f} s + save "
-          f"{rebuild_save_s:.1f} s (x{row['rebuild_over_add']:.1f}); φ recomputed for {report.phi_recomputed} passages; same graph as "
+          f"{rebuild_save_s:.1f} s (x{row['rebuild_over_add']:.1f}); φ recomputed for {report.phi_recomputed} graph nodes; same graph as "
           f"the rebuild: {same_graph}, largest |Δ log φ| {phi_gap:.2e}. With the default encoder ({rate:.0f} passages/s here): "
           f"add {row['with_default_encoder_s']['add']:.0f} s, rebuild {row['with_default_encoder_s']['rebuild']:.0f} s", flush=True)
     write_json("update.json", row)

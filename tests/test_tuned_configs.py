@@ -9,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from isorag_pyg.jobs.evaluate import run_evaluation
+from isorag_pyg.knobs import ISOKnobs, PPRKnobs
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = str(REPO / "conf")
@@ -31,15 +32,20 @@ def test_recorded_knobs_are_the_dev_tuning_winners(dataset):
     tuning = json.loads(TUNING.read_text())
     assert tuning["split"] == "dev" and "IN-SAMPLE" in tuning["protocol"]
     best = tuning["best_per_dataset"][dataset]
-    iso, ppr = retriever(f"iso_dev_{dataset}"), retriever(f"ppr_dev_{dataset}")
-    assert iso.kind == "iso" and iso.phi_mode == "real" and ppr.kind == "ppr"
+    iso_config, ppr_config = retriever(f"iso_dev_{dataset}"), retriever(f"ppr_dev_{dataset}")
+    assert iso_config.kind == "iso" and ppr_config.kind == "ppr"
+    # a knob the config leaves null is the index's (none stored on these graphs): the library's default;
+    # φ's knobs are conf/phi's unless the retriever overrides them
+    iso = {**ISOKnobs().to_dict(), **{k: v for k, v in iso_config.items() if v is not None}}
+    ppr = {**PPRKnobs().to_dict(), **{k: v for k, v in ppr_config.items() if v is not None}}
+    assert iso["phi_mode"] == "real"
     phi = phi_defaults()
     for key in tuning["grid"]:
-        if key != "phi_mode":  # φ's knobs are conf/phi's unless the retriever overrides them
+        if key != "phi_mode":
             assert iso.get(key, phi.get(key)) == best["iso"][key], key
     for key in tuning["ppr_grid"]:
         assert ppr[key] == best["ppr"][key], key
-    assert ppr.lambda_dense == pytest.approx(1.0 - ppr.lambda_graph)
+    assert ppr["lambda_dense"] == pytest.approx(1.0 - ppr["lambda_graph"])
 
 
 @pytest.mark.slow

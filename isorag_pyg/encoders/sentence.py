@@ -134,9 +134,17 @@ class SentenceEncoder:
     def _load(self):
         if self._model is None:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
 
             log.info("loading sentence encoder %s on %s", self.model_path, self.device)
-            self._model = SentenceTransformer(self.model_path, device=self.device)
+            shown = hf_logging.is_progress_bar_enabled()
+            if not self.show_progress:  # transformers' own "Loading weights" bar too
+                hf_logging.disable_progress_bar()
+            try:
+                self._model = SentenceTransformer(self.model_path, device=self.device)
+            finally:
+                if shown:
+                    hf_logging.enable_progress_bar()
         return self._model
 
     def _load_runner(self) -> Runner:

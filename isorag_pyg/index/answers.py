@@ -65,7 +65,7 @@ def explained(trace: dict[str, Any], passages: Sequence[Passage], question: str,
     if png_path is not None:
         from isorag_pyg.evaluation.case_study import plot_case_study  # matplotlib: only to draw
 
-        plot_case_study(trace, set(), titles, question, png_path)
+        plot_case_study(trace, set(), titles, question, png_path, len(passages))
     ids = {r: pid for r, (pid, _, _) in named.items()}
     return {
         "question": question,

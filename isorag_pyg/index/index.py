@@ -288,7 +288,7 @@ class ISORAGIndex:
         self._take_update(contents, ann)
         if refit is not None:
             self.train_f_theta(refit)
-            report.phi_recomputed = len(self)
+            report.phi_recomputed = self.graph.num_nodes
         return report
 
     def remove(self, ids: Iterable[str]) -> UpdateReport:

@@ -52,7 +52,7 @@ class UpdateReport:
     duplicate_ids: list[tuple[str, str]] = field(default_factory=list)  # (kept id, dropped id): same text, another id
     edges_added: int = 0
     edges_removed: int = 0
-    phi_recomputed: int = 0
+    phi_recomputed: int = 0  # graph nodes whose φ was recomputed (an entity graph's entity nodes included)
     ann: str = "none"  # none (exact scan) | extended | rebuilt
 
     def summary(self) -> str:
@@ -60,7 +60,7 @@ class UpdateReport:
         shown = ", ".join(f"{kept!r} kept, {dropped!r} dropped" for kept, dropped in self.duplicate_ids[:10])
         same = f" (same text under two ids: {shown}{', ...' if len(self.duplicate_ids) > 10 else ''})" if shown else ""
         return (f"{self.added} passages added, {self.removed} removed, {self.duplicates_skipped} duplicates skipped{same}; "
-                f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} passages{ann}")
+                f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} graph nodes{ann}")
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,9 @@ def lightning_logger(cfg: DictConfig) -> Any:
 
 
 def retriever_knobs(rcfg: DictConfig) -> tuple[str, str, dict[str, Any]]:
-    """(label, retriever name for :meth:`ISORAGIndex.retriever`, knobs) of a ``retriever`` config."""
-    knobs = {k: v for k, v in plain(rcfg).items() if k not in RETRIEVER_META}
+    """(label, retriever name for :meth:`ISORAGIndex.retriever`, knobs) of a ``retriever`` config;
+    the knobs are those it sets: a null knob is left to the index (what it stores, else the default)."""
+    knobs = {k: v for k, v in plain(rcfg).items() if k not in RETRIEVER_META and v is not None}
     return rcfg.name, rcfg.kind, knobs
 
 

@@ -43,6 +43,12 @@ def config_retriever(inputs: EvaluationInputs, rcfg: DictConfig) -> Retriever:
     return inputs.retriever(name, rcfg.get("device", "auto"), **knobs)
 
 
+def _knob_values(retriever: Retriever) -> dict[str, Any]:
+    """The knobs a retriever runs with (the config's, the index's stored ones, the defaults)."""
+    knobs = getattr(retriever, "knobs", None)
+    return knobs.to_dict() if knobs is not None else {}
+
+
 def retriever_configs(cfg: DictConfig) -> list[DictConfig]:
     """``cfg.retriever``, or every config named in ``cfg.compare`` (composed like ``retriever=<name>``)."""
     if not cfg.get("compare"):
@@ -127,7 +133,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         question_position(inputs.dataset.questions, cfg.case_study)  # a bad id fails before any retrieval
     retrievers = {rcfg.name: config_retriever(inputs, rcfg) for rcfg in rcfgs}
     runs = evaluate_retrievers(retrievers, inputs.queries, inputs.gold, cfg.k, tuple(cfg.ks), sharded_timing(cfg.get("sharding")))
-    results = {label: {**run.metrics, "config": conf.plain(rcfg)} for (label, run), rcfg in zip(runs.items(), rcfgs)}
+    results = {label: {**run.metrics, "config": conf.plain(rcfg), "knobs": _knob_values(retrievers[label])}
+               for (label, run), rcfg in zip(runs.items(), rcfgs)}
     primary_label = rcfgs[0].name
     primary = results[primary_label]
     if process_rank() != 0:  # an extra rank of a sharded run: rank 0 answers, writes and prints
@@ -139,7 +146,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
             if rcfg.kind == "iso" and cfg.get("case_study") is not None:
                 q = question_position(inputs.dataset.questions, cfg.case_study)
                 titles = {r: title for r, (_, title) in node_names(inputs, traced.traces[q]["candidates"]).items()}
-                plot_case_study(traced.traces[q], inputs.gold[q], titles, inputs.dataset.questions[q].text, out_dir / f"case_study_{rcfg.name}.png")
+                plot_case_study(traced.traces[q], inputs.gold[q], titles, inputs.dataset.questions[q].text, out_dir / f"case_study_{rcfg.name}.png",
+                                len(inputs.index.passages))
     if cfg.get("qa"):
         primary.update(answer_with_llm(cfg, inputs, runs[primary_label].result, out_dir))
     index = inputs.index

@@ -19,8 +19,8 @@ INDEX_DIR = "index"
 
 
 def run_training(cfg: DictConfig) -> dict[str, Any]:
-    """Train f_θ and write ``index/`` (the saved index, with ``cfg.retriever``'s ISO-RAG knobs
-    stored in it), ``checkpoints/`` and ``train_metrics.json`` under ``cfg.paths.output_dir``.
+    """Train f_θ and write ``index/`` (the saved index, with the ISO-RAG knobs ``cfg.retriever``
+    sets stored in it, beside those the index stores for its graph), ``checkpoints/`` and ``train_metrics.json`` under ``cfg.paths.output_dir``.
     Returns the metrics, including the optimised ``val/triplet_acc`` and its baselines."""
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -31,8 +31,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     if process_rank() != 0:  # an extra DDP rank: it trained its shard; rank 0 writes the results
         return metrics
     _, kind, knobs = conf.retriever_knobs(cfg.retriever)
-    if kind == "iso":  # the dataset's ISO-RAG knobs travel with its index
-        index.set_knobs("iso", {k: v for k, v in knobs.items() if k not in ("phi_mode", "seed")})
+    if kind == "iso":  # the knobs the config sets travel with the index, over those it already stores (an entity graph's)
+        index.set_knobs("iso", {**index.knobs.get("iso", {}), **{k: v for k, v in knobs.items() if k not in ("phi_mode", "seed")}})
     index.save(out_dir / INDEX_DIR)
     (out_dir / "train_metrics.json").write_text(json.dumps(metrics, indent=2))
     log.info("index with f_θ written to %s", out_dir / INDEX_DIR)
