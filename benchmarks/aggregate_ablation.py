@@ -25,7 +25,8 @@ def collect(sweep_dir: Path) -> list[dict]:
     rows = []
     for metrics_path in sorted(sweep_dir.glob("*/metrics.json")):
         metrics = json.loads(metrics_path.read_text())
-        retriever = metrics["retrievers"][metrics["retriever"]]["config"]  # the job's retriever config, as evaluate.py recorded it
+        run = metrics["retrievers"][metrics["retriever"]]
+        retriever = run.get("knobs") or run["config"]  # the knobs the job's retriever ran with (older runs: its config)
         rows.append({"dataset": metrics["dataset"], "graph": "+".join(metrics["builders"]), "leak": metrics["leak"],
                      "beta": retriever["beta"], "over_retrieval": retriever["over_retrieval"], "phi_mode": retriever["phi_mode"],
                      **{k: metrics[k] for k in FIELDS[6:]}})

@@ -2,7 +2,7 @@
 
     python -m benchmarks.ann [--sizes 100000 1000000] [--queries 1000] [--kinds hnsw ivf] [--datasets 2wikimultihopqa]
 
-ISO-RAG end to end (k = 10, conf/retriever/iso.yaml's knobs, queries already encoded) with the
+ISO-RAG end to end (k = 10, conf/retriever/iso.yaml: the index's knobs, else the defaults; queries already encoded) with the
 exact scan and with FAISS HNSW and IVF at their default parameters
 (``isorag_pyg.retrieval.ann.DEFAULT_PARAMS``), on every corpus:
 
@@ -206,7 +206,8 @@ def dataset_row(dataset: str, graph: str, overrides: list[str], num_queries: int
     corpus = [inputs.index.passages[i] for i in range(len(inputs.index))]
     start = time.perf_counter()
     run_builders({"title_mention": {}}, corpus, inputs.index.embeddings)
-    return {**row, "title_mention_graph_s": time.perf_counter() - start}
+    return {**row, "title_mention_graph_s": time.perf_counter() - start,
+            "iso_knobs": make_retriever(inputs, rcfg).knobs.to_dict()}  # what ran: iso.yaml's over the index's stored knobs
 
 
 def tensor_bytes(obj: object) -> int:
@@ -238,7 +239,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rcfg = retriever_config("iso", device="cpu")
-    payload: dict[str, Any] = {"k": K, "device": "cpu", "iso_config": {**ISOKnobs().to_dict(), **rcfg}, "rows": []}
+    payload: dict[str, Any] = {"k": K, "device": "cpu", "iso_config": {**ISOKnobs().to_dict(), **rcfg}, "rows": []}  # generated rows; a dataset row records its own
     runs = [lambda d=d: dataset_row(d, args.graph, args.override, args.queries, args.kinds) for d in args.datasets]
     runs += [lambda n=n: generated_row(n, args.queries, args.kinds, rcfg) for n in args.sizes]
     for run in runs:

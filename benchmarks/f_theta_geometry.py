@@ -12,7 +12,7 @@ graph:
 - ``wide_radius``: leaf targets at ‖z‖ = 0.99, so λ spans 2 to about 100.
 
 For each variant it compares ISO-RAG's Recall@5 with p = 1 and p = 4 against p = 0, at
-conf/retriever/iso.yaml's knobs and several β. It also reports the AUROC of −|Δ log φ| for useful
+conf/retriever/iso.yaml (the defaults on this graph) and several β. It also reports the AUROC of −|Δ log φ| for useful
 (gold–gold) edges, as benchmarks/phi_signal.py does. Writes benchmarks/results/f_theta_geometry.json.
 """
 from __future__ import annotations

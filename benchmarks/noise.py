@@ -15,7 +15,7 @@ graphs) the script
    datasets and levels (best mean Recall@5, among the settings that cost at most 0.5 points
    against uniform φ on every clean training graph);
 3. runs, on the dev questions (held out: never used for any choice), dense retrieval, every
-   tuned method, the fixed knobs of conf/retriever/iso.yaml and ppr.yaml (the fixed-knob curve),
+   tuned method, the fixed knobs of conf/retriever/iso.yaml and ppr.yaml (the library's defaults on these graphs; the fixed-knob curve),
    the robust default, and ISO-RAG with β set by a rule that reads only the graph (``beta_rule``).
 
 The dev graph gets the same noise arguments as the training graph; f_θ is trained (and cached)
@@ -110,7 +110,7 @@ LEVELS: dict[str, Level] = {
 }
 HEADLINE = "hub-2.5%x150"  # conf/graph/noisy.yaml's defaults
 
-# ISO-RAG's grid at every level (hops 1, hub cap 100, over-retrieval 5, lambda_graph 0.9 as in iso.yaml)
+# ISO-RAG's grid at every level (hops 1, hub cap 100, over-retrieval 5, lambda_graph 0.9: ISOKnobs' defaults)
 GRID = {"alpha": [0.5, 0.85], "shell_floor": [8.0], "beta": [0.01, 0.05, 0.1, 0.2, 0.4]}
 FAMILIES = ("iso_p1", "iso_p0", "iso_uniform", "iso_shuffled", "iso_random", "ppr")
 CLEAN_COST = 0.005  # the robust default may cost at most this much Recall@5 against uniform φ on a clean graph

@@ -6,7 +6,7 @@ llama-cpp-python's OpenAI-compatible server, queried by the project's OpenAI cli
 
 Rows, the same questions in each: the reader given no passages (``closed_book``), flat dense
 top-5 (``dense``), ISO-RAG top-5 (``iso``), global PPR top-5 (``ppr``), and the gold passages
-(``oracle``). Retrieval uses the default knobs (conf/retriever/iso.yaml, ppr.yaml, dense.yaml) and
+(``oracle``). Retrieval uses the default knobs (conf/retriever/iso.yaml, ppr.yaml, dense.yaml: the library's defaults on this graph) and
 the title-mention graph. Per row: EM, F1, average prompt tokens (the server's count), seconds per
 question (one request at a time per server, wall clock), llama.cpp's prompt and generation
 tokens/s (its own timings; prompt tokens are those after the few-shot prefix reused from the

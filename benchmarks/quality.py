@@ -5,7 +5,7 @@ the φ ablations.
     python -m benchmarks.quality --per-dataset-knobs benchmarks/results/tuning_round3.json --graphs title_mention
     python -m benchmarks.quality --tuned-on-dev --graphs title_mention --ablation-seeds 5
 
-Knobs: by default those in conf/retriever/iso.yaml (tuned on the training questions by
+Knobs: by default conf/retriever/iso.yaml's, which are the library's defaults on these graphs (tuned on the training questions by
 tune_iso.py); with ``--per-dataset-knobs TUNING_JSON`` every ISO-RAG variant (and its φ
 ablations) takes, per dataset, the best real-φ setting in a tune_iso.py output (first best in
 grid order; the JSON records which questions that was chosen on); with ``--tuned-on-dev`` ISO-RAG and its ablations use conf/retriever/iso_dev_<dataset>.yaml

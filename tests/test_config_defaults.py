@@ -12,7 +12,9 @@ from omegaconf import OmegaConf
 
 from isorag_pyg.cli import _parser
 from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS
-from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS
+from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, graph_knobs
+from isorag_pyg.index.registry import resolve_knobs
+from isorag_pyg.jobs.config import plain
 from isorag_pyg.knobs import BM25Knobs, DenseKnobs, ISOKnobs, PhiSpec, PPRKnobs
 from isorag_pyg.retrieval import BM25Retriever, DenseRetriever, GlobalPPRRetriever, ISORetriever
 from isorag_pyg.training import (
@@ -52,7 +54,19 @@ def test_entity_graph_config_sets_the_builder_and_leaves_the_retriever():
         chosen = compose("eval", overrides=["graph=entity_graph", "dataset=musique"])
     assert list(chosen.graph.builders) == ["entity_graph"] and chosen.graph.builders.entity_graph.idf_power == 2.0
     assert chosen.retriever.name == "iso" and chosen.retriever.hops is None  # the index's stored knobs (ENTITY_GRAPH_KNOBS)
-    assert set(ENTITY_GRAPH_KNOBS) == {"iso", "ppr"}
+    assert graph_knobs(plain(chosen.graph.builders)) == ENTITY_GRAPH_KNOBS  # what such an index stores
+
+
+def test_benchmarks_run_the_library_defaults_where_the_index_stores_no_knobs():
+    """benchmarks/common.py's retriever configs carry only the knobs they set, so on a graph whose
+    index stores none (title mentions, the noise levels) a benchmark runs the dataclass defaults."""
+    from benchmarks.common import retriever_config
+
+    for name, knobs in (("iso", ISOKnobs), ("ppr", PPRKnobs)):
+        config = retriever_config(name)
+        assert set(config) == {"name", "kind", "device"}
+        resolved, phi = resolve_knobs(config["kind"], {}, {k: v for k, v in config.items() if k not in ("name", "kind", "device")})
+        assert resolved == knobs() and phi == {}
 
 
 @pytest.mark.parametrize("cls,knobs", [(ISORetriever, ISOKnobs), (GlobalPPRRetriever, PPRKnobs), (DenseRetriever, DenseKnobs),

@@ -101,6 +101,19 @@ def test_retriever_configs_take_the_knobs_an_entity_graph_index_stores_unless_th
     assert knobs(saved, "retriever=iso") == own
 
 
+@pytest.mark.slow
+def test_train_py_stores_the_knobs_its_config_sets_over_the_entity_graph_ones(tmp_path):
+    def trained(name, *overrides):
+        with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+            run_training(compose("train", overrides=[f"paths.output_dir={tmp_path / name}", *SMALL, "trainer.max_epochs=1", "logger=none",
+                                                     f"encoder.cache_dir={tmp_path / 'cache'}", *overrides]))
+        return ISORAGIndex.load(tmp_path / name / INDEX_DIR).knobs
+
+    # iso_synthetic (the synthetic corpus's retriever) sets hops 2 and beta 0.3; the entity graph's other knobs stay
+    assert trained("entity", "graph=entity_graph")["iso"] == {**ENTITY_GRAPH_KNOBS["iso"], "hops": 2, "beta": 0.3}
+    assert "iso" not in trained("plain", "retriever=iso")  # nothing set, nothing stored: the defaults
+
+
 def test_leaky_graph_is_labelled(tmp_path):
     summary = evaluate(tmp_path, "graph=context_cooccurrence", "retriever=dense", "traces=false")
     assert summary["leak"] is True and "leak" in summary["leak_note"]
@@ -154,7 +167,8 @@ def test_traces_and_case_study_name_the_entity_nodes_of_an_entity_graph(tmp_path
     ends = [end for record in records for edge in record["pruned_edges"] for end in edge]
     entity_ends = [end for end in ends if end.startswith("entity:")]
     assert entity_ends and all(end in ids for end in ends if not end.startswith("entity:"))
-    assert all(seed.startswith("entity:") for record in records for seed in record.get("entity_seeds", []))
+    seeded = [seed for record in records for seed in record.get("entity_seeds", [])]
+    assert seeded and all(seed.startswith("entity:") for seed in seeded)
     assert (tmp_path / "case_study_iso.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert summary["removed_edge_fraction"] > 0
     ran = summary["retrievers"]["iso"]["knobs"]  # the set knob over the index's stored ones

@@ -59,3 +59,5 @@ def test_recorded_configs_run(tmp_path):
     assert set(summary["retrievers"]) == set(names)
     for name in names:
         assert 0.0 <= summary["retrievers"][name]["recall@5"] <= 1.0
+    ran = summary["retrievers"]["iso_dev_musique"]["knobs"]  # what ran: the config's knobs, its φ override (p 1) included
+    assert (ran["p"], ran["beta"], ran["hops"], ran["max_expansion"]) == (1.0, 0.01, 2, 30) and summary["phi"]["p"] == 0.0

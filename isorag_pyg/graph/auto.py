@@ -85,7 +85,7 @@ def describe_graph(statistics: Mapping[str, Any]) -> list[str]:
     if hubs := statistics.get("largest_hubs"):
         lines.append("largest hubs: " + ", ".join(f"{name} ({degree})" for name, degree in hubs))
     if share > ISOLATED_WARNING_SHARE:
-        hint = ("the passages share few entities: longer passages, or the OpenIE extractor, may link more"
+        hint = ("the passages share few entities: longer passages, or another extractor, may link more"
                 if "entity_graph" in statistics.get("builders", []) else "use a graph with more edges (e.g. entity_graph)")
         warning = f"warning: {share:.0%} of passages have no edge, so graph retrieval is mostly dense retrieval here; {hint}"
         log.warning(warning)

@@ -104,7 +104,7 @@ def needs_f_theta(cfg: DictConfig, retrievers: list[DictConfig]) -> bool:
     ball coordinates (``p > 0``)."""
     choice = cfg.get("train_f_theta", "auto")
     if choice == "auto":
-        return phi_spec(cfg).needs_coordinates or any(float(r.get("p", 0.0)) > 0 for r in retrievers)
+        return phi_spec(cfg).needs_coordinates or any(float(r.get("p") or 0.0) > 0 for r in retrievers)
     if not isinstance(choice, bool):
         raise TypeError(f"train_f_theta must be auto, true or false, got {choice!r}")
     return choice

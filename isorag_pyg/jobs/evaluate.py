@@ -18,6 +18,7 @@ from isorag_pyg.evaluation.compare import evaluate_retrievers, time_retrieval
 from isorag_pyg.evaluation.sharded import sharded_retrieve
 from isorag_pyg.index.answers import node_records
 from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
+from isorag_pyg.index.registry import REGISTRY, resolve_knobs
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.indexing import dataset_index, process_rank
 from isorag_pyg.qa.prompt import PromptTemplate
@@ -43,10 +44,13 @@ def config_retriever(inputs: EvaluationInputs, rcfg: DictConfig) -> Retriever:
     return inputs.retriever(name, rcfg.get("device", "auto"), **knobs)
 
 
-def _knob_values(retriever: Retriever) -> dict[str, Any]:
-    """The knobs a retriever runs with (the config's, the index's stored ones, the defaults)."""
-    knobs = getattr(retriever, "knobs", None)
-    return knobs.to_dict() if knobs is not None else {}
+def run_knobs(inputs: EvaluationInputs, rcfg: DictConfig) -> dict[str, Any]:
+    """The knobs a ``retriever`` config's retriever runs with (those it sets, over the index's stored
+    ones, over the defaults), and for ISO-RAG the φ recipe's ``p``, ``eps``, ``shell_floor``."""
+    _, name, given = conf.retriever_knobs(rcfg)
+    knobs, phi_changes = resolve_knobs(name, inputs.index.knobs, given)
+    phi = {key: phi_changes.get(key, getattr(inputs.index.phi, key)) for key in REGISTRY[name].phi_overrides}
+    return {**knobs.to_dict(), **phi}
 
 
 def retriever_configs(cfg: DictConfig) -> list[DictConfig]:
@@ -133,7 +137,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         question_position(inputs.dataset.questions, cfg.case_study)  # a bad id fails before any retrieval
     retrievers = {rcfg.name: config_retriever(inputs, rcfg) for rcfg in rcfgs}
     runs = evaluate_retrievers(retrievers, inputs.queries, inputs.gold, cfg.k, tuple(cfg.ks), sharded_timing(cfg.get("sharding")))
-    results = {label: {**run.metrics, "config": conf.plain(rcfg), "knobs": _knob_values(retrievers[label])}
+    results = {label: {**run.metrics, "config": conf.plain(rcfg), "knobs": run_knobs(inputs, rcfg)}
                for (label, run), rcfg in zip(runs.items(), rcfgs)}
     primary_label = rcfgs[0].name
     primary = results[primary_label]

@@ -31,8 +31,9 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     if process_rank() != 0:  # an extra DDP rank: it trained its shard; rank 0 writes the results
         return metrics
     _, kind, knobs = conf.retriever_knobs(cfg.retriever)
-    if kind == "iso":  # the knobs the config sets travel with the index, over those it already stores (an entity graph's)
-        index.set_knobs("iso", {**index.knobs.get("iso", {}), **{k: v for k, v in knobs.items() if k not in ("phi_mode", "seed")}})
+    iso = {**index.knobs.get("iso", {}), **{k: v for k, v in knobs.items() if k not in ("phi_mode", "seed")}}
+    if kind == "iso" and iso:  # the knobs the config sets travel with the index, over those it already stores (an entity graph's)
+        index.set_knobs("iso", iso)
     index.save(out_dir / INDEX_DIR)
     (out_dir / "train_metrics.json").write_text(json.dumps(metrics, indent=2))
     log.info("index with f_θ written to %s", out_dir / INDEX_DIR)
