@@ -209,6 +209,16 @@ def test_index_over_an_untitled_corpus_is_an_entity_graph_ranking_passages(index
            [[h.id for h in hits] for hits in index.retrieve(questions, retriever="iso")]
 
 
+def test_an_update_reports_the_same_edge_changes_on_a_loaded_index(tmp_path):
+    # a loaded graph does not carry its passage ids; edges must still be matched by them, not by row
+    ids = [Passage(f"doc-{p.id}", p.title, p.text) for p in CORPUS]
+    built = ISORAGIndex.build(ids[:4], graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    loaded = ISORAGIndex.load(built.save(tmp_path / "index"))
+    in_memory, from_disk = built.add(ids[4:]), loaded.add(ids[4:])
+    assert (from_disk.edges_added, from_disk.edges_removed) == (in_memory.edges_added, in_memory.edges_removed)
+    assert 0 < in_memory.edges_added < built.graph.edge_index.size(1) // 2 and in_memory.edges_removed == 0
+
+
 @pytest.mark.slow
 def test_updates_of_an_entity_graph_equal_a_rebuild(tmp_path):
     f_theta = FThetaConfig(trainer={"max_epochs": 1, "enable_progress_bar": False, "enable_model_summary": False})

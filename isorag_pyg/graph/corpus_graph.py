@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -191,23 +191,26 @@ def graph_statistics(data: Data) -> dict[str, Any]:
     return stats
 
 
-def node_names(data: Data) -> list[str]:
-    """Every node's name: a passage's id, an entity node's name."""
-    return [*getattr(data, "passage_id", map(str, range(int(getattr(data, "num_passages", data.num_nodes))))),
-            *getattr(data, "entity_names", [])]
+def node_names(data: Data, passage_ids: Sequence[str] | None = None) -> list[str]:
+    """Every node's name: a passage's id (``passage_ids``, else the graph's own ``passage_id``,
+    else its row), an entity node's name."""
+    if passage_ids is None:
+        passage_ids = getattr(data, "passage_id", None) or [str(i) for i in range(int(getattr(data, "num_passages", data.num_nodes)))]
+    return [*passage_ids, *getattr(data, "entity_names", [])]
 
 
-def named_edge_difference(old: Data, new: Data) -> tuple[int, int]:
+def named_edge_difference(old: Data, new: Data, old_ids: Sequence[str], new_ids: Sequence[str]) -> tuple[int, int]:
     """Undirected edges of ``new`` not in ``old`` and of ``old`` not in ``new``, matched by node
-    names (passage id, entity name): an update renumbers entity nodes."""
-    old_keys, new_keys = _named_edges(old), _named_edges(new)
+    names (passage id, entity name; ``old_ids`` / ``new_ids`` name each graph's passage rows, which
+    a graph loaded from disk does not carry): an update renumbers entity nodes."""
+    old_keys, new_keys = _named_edges(old, old_ids), _named_edges(new, new_ids)
     return len(new_keys - old_keys), len(old_keys - new_keys)
 
 
-def _named_edges(data: Data) -> set[tuple[tuple[bool, str], tuple[bool, str]]]:
+def _named_edges(data: Data, passage_ids: Sequence[str]) -> set[tuple[tuple[bool, str], tuple[bool, str]]]:
     """A graph's undirected edges as pairs of (is an entity node, name)."""
     num_passages = int(getattr(data, "num_passages", data.num_nodes) or data.num_nodes)
-    names = [(i >= num_passages, name) for i, name in enumerate(node_names(data))]
+    names = [(i >= num_passages, name) for i, name in enumerate(node_names(data, passage_ids))]
     src, dst = data.edge_index
     once = src < dst
     return {(names[u], names[v]) for u, v in zip(src[once].tolist(), dst[once].tolist())}

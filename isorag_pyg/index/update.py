@@ -143,7 +143,7 @@ def _apply(index: Updatable, corpus: list[Passage], x: Tensor, old_to_new: Tenso
     edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records, entity_names=edges.entity_names)
     data = build_corpus_graph(corpus, x, edges)
     if data.num_nodes > n or old.graph.num_nodes > len(old.passages):  # entity nodes: renumbered, so φ everywhere
-        report.edges_added, report.edges_removed = named_edge_difference(old.graph, data)
+        report.edges_added, report.edges_removed = named_edge_difference(old.graph, data, old.passages.ids, [p.id for p in corpus])
         z = None if old.z is None else index.f_theta.embed_all(data.x.float())
         log_phi = log_phi_from_ball(data.edge_index, z, index.phi, num_nodes=data.num_nodes)
         report.phi_recomputed = data.num_nodes
