@@ -1,11 +1,6 @@
-"""The ``isorag`` command: build, inspect and query an index of your own corpus.
-
-    isorag index CORPUS OUT_DIR [--graph title_mention] [--epochs 30] [--p 1.0] [--ann ivf] ...
-    isorag query INDEX_DIR "question" ["another question" ...] [-k 5] [--retriever iso] [--json]
-    isorag info INDEX_DIR
-    isorag add INDEX_DIR CORPUS [--refit]        isorag remove INDEX_DIR ID [ID ...]
-    isorag tune INDEX_DIR QUESTIONS [--grid beta=0.05,0.1 hops=1,2]
-    isorag serve INDEX_DIR [--host 127.0.0.1] [--port 8000] [--batch-window-ms 2] [--max-batch 128] [--no-batching] ...
+"""The ``isorag`` command: build, inspect, update, tune, query and serve an index of your own
+corpus (``isorag index|query|info|add|remove|tune|serve``; ``isorag <command> --help`` gives the
+options).
 
 Errors (a bad path, an empty corpus, a missing or corrupt index, a bad argument such as ``-k abc``)
 are one line on stderr and exit status 1; ``ISORAG_DEBUG=1`` shows the traceback instead.
@@ -62,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--encoder-backend", default="torch", choices=[*ENCODER_BACKENDS, "openai"],
                        help="how passages and questions are embedded: sentence-transformers on torch, ONNX Runtime fp32 or int8, OpenVINO fp32 or bf16, "
                             "or an OpenAI-compatible server (--encoder names its model; OPENAI_BASE_URL, OPENAI_API_KEY) (default: torch)")
+    build.add_argument("--pool-tokens", action="store_true", help="with --encoder-backend openai: average the per-token vectors of a "
+                       "server that does not pool them (llama-cpp-python's over a GGUF without a pooling type)")
     build.add_argument("--encode-devices", nargs="+", default=None, metavar="DEVICE",
                        help="encode in one process per device, e.g. cuda:0 cuda:1, or cpu cpu cpu cpu (default: one process)")
     build.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
@@ -163,7 +160,8 @@ def _index(args: argparse.Namespace) -> list[str]:
         encoder = RayEncoder(args.encoder or DEFAULT_ENCODER, address=None if args.ray == "local" else args.ray, workers=args.ray_workers,
                              cpus_per_worker=args.ray_cpus, gpus_per_worker=args.ray_gpus)
     else:
-        encoder = build_encoder(args.encoder or DEFAULT_ENCODER, args.encoder_backend, show_progress=not args.quiet, devices=args.encode_devices)
+        encoder = build_encoder(args.encoder or DEFAULT_ENCODER, args.encoder_backend, show_progress=not args.quiet, devices=args.encode_devices,
+                                pool_tokens=args.pool_tokens)
     phi = PhiSpec(p=args.p, shell_floor=args.shell_floor)
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = None if args.graph == "auto" else {name: {} for name in args.graph.split("+") if name}

@@ -98,6 +98,14 @@ def test_isorag_index_with_an_embedding_server_records_it_and_leaves_nothing_on_
         assert torch.allclose(asked.embeddings, expected(["what about T2?"]), atol=1e-6)
 
 
+def test_pool_tokens_needs_the_openai_backend(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"title": "A", "text": "alpha"}) + "\n")
+    refused = run_cli("index", str(corpus), str(tmp_path / "index"), "--pool-tokens", "--quiet", env={})
+    assert refused.returncode == 1 and "--pool-tokens" in refused.stderr and "--encoder-backend openai" in refused.stderr
+    assert not (tmp_path / "index").exists()
+
+
 def test_an_openai_index_refuses_another_backend_for_its_questions():
     passages = [{"title": "A", "text": "alpha"}, {"title": "B", "text": "beta"}]
     with FakeEmbeddings() as server:
@@ -126,7 +134,28 @@ def test_llama_cpp_server_in_embedding_mode(llama_server_installed, gemma_gguf, 
         again = OpenAIEncoder("gemma-embed", server.base_url, batch_size=2, cache_dir=tmp_path, pool_tokens=True).encode([p["title"] + "\n" + p["text"]
                                                                                                        for p in passages])
         hits = ISORAGIndex.load(tmp_path / "index").retrieve(["Paris is a city in France."], k=3, retriever="dense")
+        # the command line too: --pool-tokens, recorded with the index so its questions are pooled alike
+        corpus = tmp_path / "corpus.jsonl"
+        corpus.write_text("".join(json.dumps(p) + "\n" for p in passages))
+        env = {"OPENAI_BASE_URL": server.base_url, "ISORAG_CACHE_DIR": str(tmp_path / "cli_cache")}
+        refused = run_cli("index", str(corpus), str(tmp_path / "cli_refused"), "--encoder-backend", "openai", "--encoder", "gemma-embed", "--quiet", env=env)
+        built = run_cli("index", str(corpus), str(tmp_path / "cli"), "--encoder-backend", "openai", "--encoder", "gemma-embed", "--pool-tokens",
+                        "--quiet", env=env)
+        cli_hits = ISORAGIndex.load(tmp_path / "cli").retrieve(["Paris is a city in France."], k=1, retriever="dense")
+    assert refused.returncode == 1 and "pool_tokens" in refused.stderr and built.returncode == 0, built.stderr
+    assert json.loads((tmp_path / "cli" / "manifest.json").read_text())["encoder"]["pool_tokens"] is True and cli_hits[0][0].title == "Paris"
     assert index.embeddings.shape == (3, encoder.dim) and encoder.dim > 100
     assert torch.allclose(index.embeddings.norm(dim=1), torch.ones(3), atol=1e-5)
     assert torch.equal(again, index.embeddings)  # the rerun came from the cache
     assert len(hits[0]) == 3 and hits[0][0].title == "Paris"
+
+
+def test_the_openai_encoder_config_passes_pool_tokens():
+    from hydra import compose, initialize_config_dir
+
+    from isorag_pyg.jobs import config as conf
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("eval", overrides=["encoder=openai", "encoder.model=m", "encoder.base_url=http://127.0.0.1:9/v1", "encoder.pool_tokens=true"])
+    encoder = conf.encoder(cfg.encoder)
+    assert encoder.pool_tokens and encoder.fingerprint == "openai:m+mean-of-tokens"

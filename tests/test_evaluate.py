@@ -114,6 +114,11 @@ def test_train_py_stores_the_knobs_its_config_sets_over_the_entity_graph_ones(tm
     assert "iso" not in trained("plain", "retriever=iso")  # nothing set, nothing stored: the defaults
 
 
+def test_compare_refuses_retriever_knobs_its_entries_would_not_get(tmp_path):
+    with pytest.raises(ValueError, match=r"retriever.tau would not reach the compare"):
+        evaluate(tmp_path, "compare=[iso,dense]", "retriever.tau=5.0", "traces=false")
+
+
 def test_leaky_graph_is_labelled(tmp_path):
     summary = evaluate(tmp_path, "graph=context_cooccurrence", "retriever=dense", "traces=false")
     assert summary["leak"] is True and "leak" in summary["leak_note"]

@@ -114,7 +114,8 @@ class OpenAIEncoder:
             return embedding
         if not self.pool_tokens:
             raise EmbeddingServerError(f"the embedding server at {self.base_url} returned one vector per token for {where} (it does "
-                                       "not pool): start it with pooling, or pass pool_tokens=True to average them")
+                                       "not pool): start it with pooling, or average them with pool_tokens=True (isorag index "
+                                       "--pool-tokens, encoder.pool_tokens=true)")
         return torch.tensor(embedding, dtype=torch.float32).mean(0).tolist()
 
     def _fits(self, cached: torch.Tensor) -> bool:

@@ -27,6 +27,9 @@ def build_encoder(name: str, backend: str = "torch", **options: Any) -> TextEnco
         from isorag_pyg.encoders.openai import OpenAIEncoder
 
         return OpenAIEncoder(name, **{k: v for k, v in options.items() if k in ("base_url", "dim", "batch_size", "concurrency", "cache_dir", "pool_tokens")})
+    if options.pop("pool_tokens", False):
+        raise ValueError("pool_tokens (isorag index --pool-tokens) averages an embedding server's per-token vectors: "
+                         "it needs the openai backend (--encoder-backend openai)")
     return SentenceEncoder(name, backend=backend, **options)
 
 

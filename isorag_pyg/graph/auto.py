@@ -73,7 +73,7 @@ def graph_knobs(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def describe_graph(statistics: Mapping[str, Any]) -> list[str]:
     """The graph's statistics in a few lines: nodes, edges, isolated passages, the largest hubs by
-    name, and a warning when most passages are isolated (also logged)."""
+    name, and a warning (a line starting ``warning:``) when most passages are isolated."""
     passages = statistics.get("passages", statistics.get("nodes", 0))
     entities = statistics.get("entities", 0)
     share = float(statistics.get("isolated_passage_share", 0.0))
@@ -87,7 +87,5 @@ def describe_graph(statistics: Mapping[str, Any]) -> list[str]:
     if share > ISOLATED_WARNING_SHARE:
         hint = ("the passages share few entities: longer passages, or another extractor, may link more"
                 if "entity_graph" in statistics.get("builders", []) else "use a graph with more edges (e.g. entity_graph)")
-        warning = f"warning: {share:.0%} of passages have no edge, so graph retrieval is mostly dense retrieval here; {hint}"
-        log.warning(warning)
-        lines.append(warning)
+        lines.append(f"warning: {share:.0%} of passages have no edge, so graph retrieval is mostly dense retrieval here; {hint}")
     return lines

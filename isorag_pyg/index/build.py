@@ -102,7 +102,7 @@ def build_index(
             stages.update()
     statistics = {**graph_statistics(data), "builders": list(data.builders)}
     for line in describe_graph(statistics):  # a warning when most passages are isolated is logged as one
-        log.info(line)
+        (log.warning if line.startswith("warning:") else log.info)(line)
     if statistics["leak"]:
         log.warning("LEAK: this graph is built from the evaluated questions' own contexts; its metrics are not held-out results")
     contents = IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, edges.get("knn"))

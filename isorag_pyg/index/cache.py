@@ -13,6 +13,7 @@ from typing import Any
 from isorag_pyg.datasets import QADataset
 from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.graph import BUILDERS_VERSION
+from isorag_pyg.graph.auto import graph_knobs
 from isorag_pyg.index.corpus import corpus_hash
 from isorag_pyg.index.index import ISORAGIndex
 from isorag_pyg.index.storage import IndexFormatError
@@ -29,9 +30,13 @@ def index_cache_path(cache_dir: Path, dataset: QADataset, train: QADataset | Non
                      graph: dict[str, dict[str, Any]], phi: PhiSpec, f_theta: FThetaConfig | None) -> Path:
     """``cache_dir/indexes/<key>``: the key hashes the corpus, the encoder's fingerprint, the
     graph spec, the builders' version (:data:`~isorag_pyg.graph.BUILDERS_VERSION`), φ, f_θ's
-    config (``None``: no f_θ) and, for graphs built from questions' contexts, the questions."""
+    config (``None``: no f_θ), the retriever knobs an index of that graph stores
+    (:func:`~isorag_pyg.graph.auto.graph_knobs`, where there are any: an entity graph's) and, for
+    graphs built from questions' contexts, the questions."""
     parts: dict[str, Any] = {"corpus": corpus_hash(dataset.corpus), "encoder": encoder.fingerprint, "graph": graph,
                              "builders_version": BUILDERS_VERSION, "phi": asdict(phi), "f_theta": f_theta.to_dict() if f_theta is not None else None}
+    if knobs := graph_knobs(graph):  # a cached index keeps the knobs it was built with: new ones need a new entry
+        parts["graph_knobs"] = knobs
     if QUESTION_GRAPHS & set(graph):
         parts["questions"] = [[q.id, q.context_ids] for ds in (dataset, train) if ds is not None for q in ds.questions]
     key = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]

@@ -54,9 +54,14 @@ def run_knobs(inputs: EvaluationInputs, rcfg: DictConfig) -> dict[str, Any]:
 
 
 def retriever_configs(cfg: DictConfig) -> list[DictConfig]:
-    """``cfg.retriever``, or every config named in ``cfg.compare`` (composed like ``retriever=<name>``)."""
+    """``cfg.retriever``, or every config named in ``cfg.compare`` (composed like ``retriever=<name>``);
+    ``ValueError`` when ``compare`` comes with ``retriever.<knob>=...`` changes, which its entries would not get."""
     if not cfg.get("compare"):
         return [cfg.retriever]
+    own = compose(config_name="eval", overrides=[f"retriever={cfg.retriever.name}"]).retriever
+    if changed := sorted(k for k in set(cfg.retriever) | set(own) if cfg.retriever.get(k) != own.get(k)):
+        raise ValueError(f"retriever.{', retriever.'.join(changed)} would not reach the compare=[...] entries (each is composed from "
+                         "its own config): drop compare, or compare configs that set the knob")
     return [compose(config_name="eval", overrides=[f"retriever={name}"]).retriever for name in cfg.compare]
 
 
