@@ -54,13 +54,18 @@ def node_records(passages: Sequence[Passage], entity_names: Sequence[str], rows:
     return out
 
 
+def nodes_by_row(passages: Sequence[Passage], entity_names: Sequence[str], rows: Iterable[int]) -> dict[int, tuple[str, str, str]]:
+    """Each distinct graph row of ``rows`` -> its (id, title, text) (:func:`node_records`)."""
+    distinct = sorted(set(rows))
+    return dict(zip(distinct, node_records(passages, entity_names, distinct)))
+
+
 def explained(trace: dict[str, Any], passages: Sequence[Passage], question: str, png_path: str | Path | None = None,
               entity_names: Sequence[str] = ()) -> dict[str, Any]:
     """An ISO-RAG trace (graph rows) with nodes by id (:func:`node_records`: an entity graph's
     entity nodes as ``entity:<name>``); with ``png_path``, the case-study picture of the
     question's local graph is drawn there."""
-    rows = sorted(set(trace["candidates"]))
-    named = dict(zip(rows, node_records(passages, entity_names, rows)))
+    named = nodes_by_row(passages, entity_names, trace["candidates"])
     titles = {r: title for r, (_, title, _) in named.items()}
     if png_path is not None:
         from isorag_pyg.evaluation.case_study import plot_case_study  # matplotlib: only to draw

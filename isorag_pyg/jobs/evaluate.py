@@ -16,7 +16,7 @@ from rich.table import Table
 from isorag_pyg.evaluation.case_study import plot_case_study
 from isorag_pyg.evaluation.compare import evaluate_retrievers, time_retrieval
 from isorag_pyg.evaluation.sharded import sharded_retrieve
-from isorag_pyg.index.answers import node_records
+from isorag_pyg.index.answers import nodes_by_row
 from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
 from isorag_pyg.index.registry import REGISTRY, resolve_knobs
 from isorag_pyg.jobs import config as conf
@@ -82,11 +82,9 @@ def sharded_timing(sharding: DictConfig | None):
     return timed
 
 
-def node_names(inputs: EvaluationInputs, rows: Any) -> dict[int, tuple[str, str]]:
-    """Graph row -> (id, title): a passage's own, or ``entity:<name>`` and the name for an entity graph's entity nodes."""
-    rows = sorted(set(rows))
-    records = node_records(inputs.index.passages, getattr(inputs.index.graph, "entity_names", []), rows)
-    return {r: (node_id, title) for r, (node_id, title, _) in zip(rows, records)}
+def named_rows(inputs: EvaluationInputs, rows: Any) -> dict[int, tuple[str, str, str]]:
+    """Graph row -> (id, title, text): a passage's own, or an entity graph's entity node's (``entity:<name>``)."""
+    return nodes_by_row(inputs.index.passages, getattr(inputs.index.graph, "entity_names", []), rows)
 
 
 def write_traces(path: Path, inputs: EvaluationInputs, result: RetrievalResult) -> None:
@@ -102,12 +100,12 @@ def write_traces(path: Path, inputs: EvaluationInputs, result: RetrievalResult) 
             if "seeds" in trace:
                 record["seeds"] = [passages[s].id for s in trace["seeds"]]
             if trace.get("entity_seeds"):
-                names = node_names(inputs, trace["entity_seeds"])
+                names = named_rows(inputs, trace["entity_seeds"])
                 record["entity_seeds"] = [names[r][0] for r in trace["entity_seeds"]]
             if "candidates" in trace:
                 record["num_candidates"] = len(trace["candidates"])
                 record["num_kept_edges"] = len(trace["kept_edges"])
-                names = node_names(inputs, [row for edge in trace["pruned_edges"] for row in edge])
+                names = named_rows(inputs, [row for edge in trace["pruned_edges"] for row in edge])
                 record["pruned_edges"] = [[names[u][0], names[v][0]] for u, v in trace["pruned_edges"]]
             handle.write(json.dumps(record) + "\n")
 
@@ -154,7 +152,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
             write_traces(out_dir / f"traces_{rcfg.name}.jsonl", inputs, traced)
             if rcfg.kind == "iso" and cfg.get("case_study") is not None:
                 q = question_position(inputs.dataset.questions, cfg.case_study)
-                titles = {r: title for r, (_, title) in node_names(inputs, traced.traces[q]["candidates"]).items()}
+                titles = {r: title for r, (_, title, _) in named_rows(inputs, traced.traces[q]["candidates"]).items()}
                 plot_case_study(traced.traces[q], inputs.gold[q], titles, inputs.dataset.questions[q].text, out_dir / f"case_study_{rcfg.name}.png",
                                 len(inputs.index.passages))
     if cfg.get("qa"):
