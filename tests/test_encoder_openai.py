@@ -159,3 +159,6 @@ def test_the_openai_encoder_config_passes_pool_tokens():
         cfg = compose("eval", overrides=["encoder=openai", "encoder.model=m", "encoder.base_url=http://127.0.0.1:9/v1", "encoder.pool_tokens=true"])
     encoder = conf.encoder(cfg.encoder)
     assert encoder.pool_tokens and encoder.fingerprint == "openai:m+mean-of-tokens"
+    cfg.encoder.pool_tokens = "no"  # a string is not a switch
+    with pytest.raises(TypeError, match="pool_tokens must be true or false, got 'no'"):
+        conf.encoder(cfg.encoder)

@@ -47,6 +47,8 @@ class OpenAIEncoder:
             raise ValueError("the openai encoder needs the server's URL: pass base_url or set OPENAI_BASE_URL")
         if batch_size < 1 or concurrency < 1 or timeout <= 0 or max_retries < 0:
             raise ValueError("batch_size and concurrency must be >= 1, timeout > 0 and max_retries >= 0")
+        if not isinstance(pool_tokens, bool):  # a config string such as "no" must not switch it on
+            raise TypeError(f"pool_tokens must be true or false, got {pool_tokens!r}")
         self.name, self.base_url, self.dim = model, base_url.rstrip("/"), dim
         self.batch_size, self.concurrency = batch_size, concurrency
         self.pool_tokens = pool_tokens

@@ -79,7 +79,7 @@ def encoder(cfg: DictConfig, backend: str | None = None) -> TextEncoder:
     if backend == "openai":
         return build_encoder(cfg.model, "openai", base_url=cfg.get("base_url"), dim=cfg.get("dim"), batch_size=cfg.batch_size,
                              concurrency=cfg.get("concurrency", 4), cache_dir=cfg.get("cache_dir", "default"),
-                             pool_tokens=bool(cfg.get("pool_tokens", False)))
+                             pool_tokens=cfg.get("pool_tokens", False))
     return build_encoder(cfg.model, backend, batch_size=cfg.batch_size, device=str(device_of(cfg.get("device"))),
                          cache_dir=cfg.get("cache_dir", "default"), show_progress=cfg.get("show_progress", True))
 
