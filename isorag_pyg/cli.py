@@ -148,13 +148,13 @@ def _index(args: argparse.Namespace) -> list[str]:
 
     if args.encoder_backend == "openai" and not args.encoder:
         raise ValueError("--encoder-backend openai needs --encoder MODEL: the model name the server embeds with")
-    tokenizer = None if args.encoder_backend == "openai" else args.encoder or DEFAULT_ENCODER  # a server's tokenizer is not here: count words
-    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=tokenizer)
     if args.ray is not None and args.encode_devices:
         raise ValueError("--ray and --encode-devices are two ways to spread the encoding: choose one")
+    if args.ray is not None and (args.encoder_backend != "torch" or args.pool_tokens):
+        raise ValueError("--ray encodes with the torch backend: drop --encoder-backend and --pool-tokens")
+    tokenizer = None if args.encoder_backend == "openai" else args.encoder or DEFAULT_ENCODER  # a server's tokenizer is not here: count words
+    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=tokenizer)
     if args.ray is not None:
-        if args.encoder_backend != "torch":
-            raise ValueError("--ray encodes with the torch backend: drop --encoder-backend")
         from isorag_pyg.scale import RayEncoder
 
         encoder = RayEncoder(args.encoder or DEFAULT_ENCODER, address=None if args.ray == "local" else args.ray, workers=args.ray_workers,

@@ -86,8 +86,14 @@ def test_ray_map_refuses_nonsense_before_starting_ray():
         ray_map(["a"], Reverse(), workers=0)
 
 
-def test_ray_and_encode_devices_together_are_refused(tmp_path):
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--encode-devices", "cpu", "cpu"], "choose one"),
+    (["--pool-tokens"], "drop --encoder-backend and --pool-tokens"),  # Ray encodes with torch: the flag would be ignored
+    (["--encoder-backend", "onnx"], "drop --encoder-backend and --pool-tokens"),
+])
+def test_ray_with_flags_it_cannot_honour_is_refused(tmp_path, flags, message):
     (tmp_path / "corpus.jsonl").write_text(json.dumps({"title": "A", "text": "a passage"}) + "\n")
     done = subprocess.run([sys.executable, "-m", "isorag_pyg.cli", "index", str(tmp_path / "corpus.jsonl"), str(tmp_path / "out"),
-                           "--ray", "--encode-devices", "cpu", "cpu"], check=False, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1 and "choose one" in done.stderr.strip().splitlines()[-1]
+                           "--ray", *flags], check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and message in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "out").exists()
