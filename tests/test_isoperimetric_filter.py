@@ -63,6 +63,21 @@ def test_precomputed_phi_and_aligned_edge_attributes():
     assert out.edge_attr.tolist() == [0.0, 1.0, 4.0, 5.0]
 
 
+def test_attributes_as_long_as_the_edge_list_but_not_named_edge_are_kept_whole():
+    # 6 edges: PyG's own rule would cut a 6-entry list, and a 6-entry tensor on a 4-node graph, with the edges
+    data = path_data(phi=torch.tensor([1.0, 1.0, 0.4, 0.4]), passage_id=list("abcdef"), seed_index=torch.arange(6), edge_type=torch.arange(6) % 2)
+    out = IsoperimetricFilter(beta=0.5, phi_source="phi")(data)
+    assert out.num_removed_edges == 2
+    assert out.passage_id == list("abcdef") and out.seed_index.tolist() == list(range(6))
+    assert out.edge_attr.tolist() == [0.0, 1.0, 4.0, 5.0] and out.edge_type.tolist() == [0, 1, 0, 1]  # edge-named: cut
+    batch = Batch.from_data_list([data, path_data(phi=torch.ones(4), passage_id=list("ghijkl"), seed_index=torch.arange(6),
+                                                  edge_type=torch.arange(6) % 2)])
+    first, second = IsoperimetricFilter(beta=0.5, phi_source="phi")(batch).to_data_list()
+    assert first.passage_id == list("abcdef") and second.passage_id == list("ghijkl")
+    assert first.seed_index.tolist() == list(range(6)) and first.edge_attr.tolist() == [0.0, 1.0, 4.0, 5.0]
+    assert second.edge_index.size(1) == 6 and second.edge_type.tolist() == [0, 1, 0, 1, 0, 1]
+
+
 def test_callable_source_and_beta_extremes():
     phi = lambda data: torch.tensor([2.0, 2.0, 1.0, 3.0])
     assert kept(IsoperimetricFilter(beta=1.0, phi_source=phi)(path_data())) == {(0, 1), (1, 0)}

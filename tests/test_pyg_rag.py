@@ -48,6 +48,20 @@ def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
         assert feature_store.retriever.knobs.edge_weights and feature_store.retriever.knobs.beta == knobs.get("beta", 0.05)
 
 
+def test_loader_local_graph_as_long_as_its_edge_list(tmp_path):
+    # 4 local nodes and 4 local edges (a and b each tied to the entity both name): the filter keeps
+    # the seeds and the passages' ids whole, and the loader ranks as the index does
+    passages = [{"title": "", "text": t} for t in ("Kostrov is old.", "Kostrov is new.", "plain words here", "more plain words")]
+    index = ISORAGIndex.build(passages, graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    knobs = {"num_seeds": 4, "beta": 0.99, "entity_seeds": 0.0}
+    feature_store, graph_store, subgraph_filter = rag_components(index, k=4, **knobs)
+    data = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter).query("Kostrov words")
+    assert data.num_nodes == len(data.passage_id) == 5 and data.num_removed_edges > 0
+    assert data.seed_index.numel() == 4
+    top = data.node_idx[data.score.argsort(descending=True, stable=True)[:4]]
+    assert [index.passages[i].id for i in top.tolist()] == [hit.id for hit in index.retrieve(["Kostrov words"], k=4, **knobs)[0]]
+
+
 def test_loader_config_sets_k_and_misuse_is_clear(index):
     feature_store, graph_store, subgraph_filter = rag_components(index, k=5)
     loader = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter, config={"k": 2})

@@ -1,6 +1,7 @@
 """The ISO-RAG edge filter as a PyG transform."""
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable
 
@@ -26,8 +27,12 @@ class IsoperimetricFilter(BaseTransform):
     An edge :math:`(u, v)` is kept iff
     :math:`\min(\varphi_u, \varphi_v) / \max(\varphi_u, \varphi_v) \ge \beta`
     (see :func:`~isorag_pyg.utils.log_isoperimetric_profile`). Edges are removed with
-    :meth:`~torch_geometric.data.Data.edge_subgraph`, so every edge attribute stays aligned;
-    on a :class:`~torch_geometric.data.Batch` the per-graph slices are updated too. The
+    :meth:`~torch_geometric.data.Data.edge_subgraph`, so every edge attribute stays aligned:
+    the attributes cut with the edges are those named as edge attributes (``edge_attr``,
+    ``edge_weight``, ``edge_type``, ...: the name contains ``"edge"``) with one entry per edge;
+    every other attribute is kept whole, even a list or tensor that happens to be as long as
+    the edge list (a graph's passage ids, a query's seeds), which PyG's own rule would cut. On a
+    :class:`~torch_geometric.data.Batch` the per-graph slices are updated too. The
     transform stores ``phi`` and ``log_phi`` (node level) and ``num_removed_edges`` on the data.
 
     Args:
@@ -116,10 +121,7 @@ class IsoperimetricFilter(BaseTransform):
             raise ValueError(f"phi has {log_phi.numel()} values for {n} nodes")
         keep = isoperimetric_keep_mask(data.edge_index, log_phi, self.beta)
         removed = int((~keep).sum())
-        if isinstance(data, Batch):
-            data = _batch_edge_subgraph(data, keep)
-        else:
-            data = data.edge_subgraph(keep)
+        data = _edge_subgraph(data, keep)
         data.log_phi = log_phi
         data.phi = log_phi.exp()
         if isinstance(data, Batch):
@@ -135,13 +137,21 @@ class IsoperimetricFilter(BaseTransform):
         return f"{self.__class__.__name__}(beta={self.beta}, p={self.spec.p}, phi_source={source!r}, phi_mode={self.phi_mode!r})"
 
 
-def _batch_edge_subgraph(batch: Batch, keep: Tensor) -> Batch:
-    """``edge_subgraph`` on a Batch, with per-graph edge slices recomputed."""
-    graph_of_edge = batch.batch[batch.edge_index[0]]
-    kept_per_graph = torch.bincount(graph_of_edge[keep], minlength=batch.num_graphs).cpu()
-    slices = torch.cat([kept_per_graph.new_zeros(1), kept_per_graph.cumsum(0)])
-    edge_keys = [k for k, v in batch.items() if isinstance(v, Tensor) and batch.is_edge_attr(k)]
-    out = batch.edge_subgraph(keep)
-    for key in edge_keys:
-        out._slice_dict[key] = slices
+def _edge_subgraph(data: Data, keep: Tensor) -> Data:
+    """``data.edge_subgraph(keep)`` cutting only the edge-named attributes (the class docstring);
+    on a Batch with its per-graph edge slices recomputed."""
+    whole = {key: value for key, value in data.items() if "edge" not in key and data.is_edge_attr(key)}
+    view = copy.copy(data)
+    for key in whole:
+        del view[key]
+    out = view.edge_subgraph(keep)
+    for key, value in whole.items():
+        out[key] = value
+    if isinstance(data, Batch):
+        graph_of_edge = data.batch[data.edge_index[0]]
+        kept_per_graph = torch.bincount(graph_of_edge[keep], minlength=data.num_graphs).cpu()
+        slices = torch.cat([kept_per_graph.new_zeros(1), kept_per_graph.cumsum(0)])
+        for key, value in data.items():
+            if key not in whole and isinstance(value, Tensor) and data.is_edge_attr(key):
+                out._slice_dict[key] = slices
     return out
