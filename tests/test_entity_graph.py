@@ -170,6 +170,10 @@ def test_auto_graph_chooses_by_what_the_corpus_supports(caplog):
     titled = [Passage("a.md#0", "Kostrov", "Kostrov is a city."), Passage("a.md#1", "Kostrov", "It is old."),
               Passage("b.md#0", "Aldania", "Aldania holds Kostrov.")]
     assert title_mention_share(titled) == 1.0 and list(auto_graph(titled)) == ["title_mention", "adjacent"]
+    # documents that only name their own subject: no title is quoted elsewhere, so the entity graph is added
+    own = [Passage(f"{name}.md#{i}", name, f"{name} is in {place}. {name} has a port.") for name in ("Kostrov", "Aldania") for i in range(2)
+           for place in ["Velmora"]]
+    assert title_mention_share(own) == 0.0 and list(auto_graph(own)) == ["entity_graph", "adjacent"]
     synthetic = generate_synthetic_dataset(num_entities=60, num_hubs=2, hub_size=15, num_questions=4).corpus
     assert title_mention_share(synthetic) >= TITLE_SHARE_THRESHOLD and list(auto_graph(synthetic)) == ["title_mention"]
     assert title_mention_share(CORPUS) == 0.0 and list(auto_graph(CORPUS)) == ["entity_graph"]

@@ -45,6 +45,14 @@ def test_title_mention_options():
     assert all(v != 2 for _, v in edges(title_mention(dup, max_passages_per_title=1)))
 
 
+def test_title_mention_skips_chunks_of_the_same_document():
+    # chunks of one file share its title; a chunk naming its own document's subject mentions no other passage
+    chunks = [Passage("k.md#0", "Kostrov", "Kostrov is a town."), Passage("k.md#1", "Kostrov", "Kostrov grew."),
+              Passage("a.md#0", "Aldania", "Aldania is a land."), Passage("a.md#1", "Aldania", "Aldania trades with Kostrov.")]
+    assert edges(title_mention(chunks)) == {(3, 0), (3, 1)}
+    assert edges(title_mention([*CORPUS, Passage("0", "Paris", "Paris again.")])) >= {(5, 0), (0, 5)}  # ids without #n: as before
+
+
 def test_cooccurrence_builders():
     q = QADataset("q", [Question("a", "?", ["x"], ["0"], ["0", "1", "2"]), Question("b", "?", ["x"], ["3"], ["3", "1"])], CORPUS)
     assert edges(context_cooccurrence(CORPUS, q)) == {(0, 1), (0, 2), (1, 2), (1, 3)}

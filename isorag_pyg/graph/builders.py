@@ -69,7 +69,9 @@ def title_mention(
 
     One Aho-Corasick pass over all texts. Titles shorter than ``min_title_chars`` and titles
     shared by more than ``max_passages_per_title`` passages are skipped (too ambiguous);
-    ``strip_parenthetical`` also matches "Get Low" for the title "Get Low (song)".
+    ``strip_parenthetical`` also matches "Get Low" for the title "Get Low (song)". Chunks of
+    one document (ids ``path#n``), which share its title, do not link through it: a document
+    naming its own subject mentions no other passage (:func:`adjacent` links its chunks).
     """
     fold = (lambda s: s) if case_sensitive else str.casefold
     targets: dict[str, set[int]] = {}
@@ -87,6 +89,7 @@ def title_mention(
     if len(automaton) == 0:
         return _as_edge_index([])
     automaton.make_automaton()
+    document = [position[0] if (position := chunk_position(p.id)) is not None else None for p in corpus]
     pairs = set()
     for u, p in enumerate(corpus):
         text = fold(p.text)
@@ -94,7 +97,7 @@ def title_mention(
             start = end - length + 1
             if (start > 0 and text[start - 1].isalnum()) or (end + 1 < len(text) and text[end + 1].isalnum()):
                 continue
-            pairs.update((u, v) for v in rows if v != u)
+            pairs.update((u, v) for v in rows if v != u and (document[u] is None or document[u] != document[v]))
     return _as_edge_index(sorted(pairs))
 
 
