@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 
 import ahocorasick
+import regex
 import torch
 from torch_geometric.utils import coalesce
 
@@ -126,11 +128,13 @@ def knn(x: torch.Tensor, k: int = 5, chunk_size: int = 4096, rows: torch.Tensor 
     return torch.stack([torch.cat(sources), torch.cat(targets)]).cpu()
 
 
-# a run of capitalised words, optionally joined by lower-case name particles ("Bishop of Elmham",
-# "Boso the Elder", "Ludwig van Beethoven"); apostrophes and hyphens stay inside a word, a dot
-# ends it (so "... Lotharingia. He ..." is two spans)
-_CAPITALISED_SPAN = re.compile(r"[A-Z][\w'’\-]*(?:\s+(?:(?:of|the|de|da|del|der|di|du|la|le|van|von)\s+)*[A-Z][\w'’\-]*)*")
+# a run of capitalised words (any script's capitals: "Émile Zola", "Øresund"), optionally joined
+# by lower-case name particles ("Bishop of Elmham", "Boso the Elder", "Ludwig van Beethoven");
+# apostrophes and hyphens stay inside a word, a dot ends it (so "... Lotharingia. He ..." is two spans)
+_CAPITALISED_SPAN = regex.compile(r"[\p{Lu}\p{Lt}][\w'’\-]*(?:\s+(?:(?:of|the|de|da|del|der|di|du|la|le|van|von)\s+)*[\p{Lu}\p{Lt}][\w'’\-]*)*")
 _PARTICLES = re.compile(r"\s+(?:(?:of|the|de|da|del|der|di|du|la|le|van|von)\s+)+")
+# a possessive inside a span: what precedes it names the owner ("Dara Quen's Velmora")
+_OWNER = re.compile(r"^(.+?)(?:'s|’s)\s")
 _POSSESSIVE = re.compile(r"(?:'s|’s|['’\-])+$")
 # sentence-initial function words that are capitalised but name nothing ("In Paris" -> "Paris")
 _LEADING_WORDS = frozenset(
@@ -140,17 +144,21 @@ _LEADING_WORDS = frozenset(
 
 def entity_mentions(text: str, min_chars: int = 4) -> set[str]:
     """Casefolded capitalised spans of ``text`` ("the name-like strings it mentions"): each span,
-    without leading function words or a possessive, and also its parts split at name particles
-    ("Lothair II of Lotharingia" -> itself, "lothair ii", "lotharingia")."""
+    without leading function words or a closing possessive, and also its parts split at name
+    particles ("Lothair II of Lotharingia" -> itself, "lothair ii", "lotharingia") and the owner
+    of a possessive inside it ("Dara Quen's Velmora" -> itself, "dara quen"). The text is
+    NFKC-normalised first, so composed and decomposed accents, and full-width letters and
+    digits, read alike."""
     found = set()
-    for match in _CAPITALISED_SPAN.finditer(text):
+    for match in _CAPITALISED_SPAN.finditer(unicodedata.normalize("NFKC", text)):
         words = match.group().split()
         while words and words[0].casefold() in _LEADING_WORDS:
             words = words[1:]
         if not words:
             continue
         span = " ".join(words)
-        for part in {span, *_PARTICLES.split(span)}:
+        parts = {span, *_PARTICLES.split(span)}
+        for part in {owner[1] for part in parts if (owner := _OWNER.match(part))} | parts:
             part = _POSSESSIVE.sub("", part).casefold()
             if len(part) >= min_chars and part not in _LEADING_WORDS:
                 found.add(part)

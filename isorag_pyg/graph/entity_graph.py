@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,10 +41,10 @@ def _singular(word: str) -> str:
 
 
 def normalize_entity(name: str) -> str:
-    """The key under which entity strings merge: casefolded, punctuation dropped, a leading
-    "the" dropped, simple plurals made singular ("The Beatles'" and "beatles" -> "beatle");
-    empty when nothing is left."""
-    words = _NON_WORD.sub(" ", name.casefold()).replace("_", " ").split()
+    """The key under which entity strings merge: NFKC-normalised, casefolded, punctuation
+    dropped, a leading "the" dropped, simple plurals made singular ("The Beatles'" and "beatles"
+    -> "beatle"); empty when nothing is left."""
+    words = _NON_WORD.sub(" ", unicodedata.normalize("NFKC", name).casefold()).replace("_", " ").split()
     if len(words) > 1 and words[0] == "the":
         words = words[1:]
     return " ".join(_singular(w) for w in words)

@@ -3,6 +3,7 @@ mentions, found by the LLM-free rule extractor and normalised as the entity grap
 matched to the graph's entity nodes."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,12 +18,16 @@ _QUESTION_WORDS = frozenset(
 )
 
 
+_FIRST_WORD = re.compile(r"\W*(\w+)")
+
+
 def _question_word_lowered(question: str) -> str:
-    """``question`` with its opening question word lowercased, so that it does not start a name."""
-    words = question.split(maxsplit=1)
-    if not words or words[0].casefold() not in _QUESTION_WORDS:
+    """``question`` with its opening question word lowercased (after any opening quote or
+    bracket), so that it does not start a name."""
+    first = _FIRST_WORD.match(question)
+    if first is None or first[1].casefold() not in _QUESTION_WORDS:
         return question
-    return " ".join([words[0].casefold(), *words[1:]])
+    return question[: first.start(1)] + first[1].casefold() + question[first.end(1) :]
 
 
 def query_extractor(graph_spec: Mapping[str, Any]) -> RuleExtractor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from collections.abc import Sequence
 
 from isorag_pyg.graph.builders import entity_mentions
@@ -15,8 +16,9 @@ log = logging.getLogger(__name__)
 _MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
 # "3 March 1990", "March 3, 1990", "March 1990": one date entity, kept whole
 _DATE = re.compile(rf"\b(?:\d{{1,2}}\s+{_MONTH}\s+\d{{3,4}}|{_MONTH}\s+\d{{1,2}},?\s+\d{{3,4}}|{_MONTH}\s+\d{{3,4}})\b")
-# years and other numbers of at least two digits ("2007", "1,200", "3.5" is skipped: too generic)
-_NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w,.]\d)|(?<![\w.,])\d{2,}(?![\w,.]\d)")
+# years and other numbers of at least two digits ("2007", "1,200"), whole or not at all ("3.5" is
+# skipped: too generic; nor "1990.5" or "1,2000" in part)
+_NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w,.]?\d)|(?<![\w.,])\d{2,}(?![\w,.]?\d)")
 
 
 class RuleExtractor:
@@ -32,7 +34,9 @@ class RuleExtractor:
         self.min_chars, self.numbers = min_chars, numbers
 
     def extract_one(self, text: str) -> list[str]:
-        """The entity strings of one text, sorted (casefolded names, dates, numbers)."""
+        """The entity strings of one text, sorted (casefolded names, dates, numbers; the text
+        NFKC-normalised first, as :func:`~isorag_pyg.graph.builders.entity_mentions` does)."""
+        text = unicodedata.normalize("NFKC", text)
         found = entity_mentions(text, self.min_chars)
         if self.numbers:
             found.update(m.group().casefold() for m in _DATE.finditer(text))
