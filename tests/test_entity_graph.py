@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import unicodedata
 
 import pytest
 import torch
@@ -53,6 +54,19 @@ def test_rule_extractor_finds_names_dates_and_numbers():
     assert {"dara quen", "boso the elder", "3 march 1984", "2007", "1,200"} <= set(found)
     assert "in" not in found and extractor.extract_one("   ") == []
     assert extractor.extract(["", "Kostrov"]).entities == [[], ["kostrov"]]
+
+
+def test_rule_extractor_reads_any_script_normal_forms_possessives_and_whole_numbers():
+    extractor = RuleExtractor()
+    assert extractor.extract_one("Émile Zola wrote Germinal in Évian-les-Bains.") == ["germinal", "émile zola", "évian-les-bains"]
+    assert extractor.extract_one("Øresund and Ångström") == ["ångström", "øresund"]
+    composed = "Café Müller opened in Kostrov in 2007."
+    assert extractor.extract_one(unicodedata.normalize("NFD", composed)) == extractor.extract_one(composed) == ["2007", "café müller", "kostrov"]
+    assert extractor.extract_one("It opened in ２００７.") == ["2007"]  # full-width digits
+    assert extractor.extract_one("Dara Quen's Velmora premiered in 1984.") == ["1984", "dara quen", "dara quen's velmora"]
+    assert extractor.extract_one("1,2000 or 1990.5 or 123a4, but 1,200 and 2007.") == ["1,200", "2007"]  # never part of a number
+    graph = entity_graph_from_extraction(extractor.extract([unicodedata.normalize("NFD", "Évian water"), "Water from Évian"]), 2)
+    assert graph.names == ["évian"]
 
 
 def test_normalisation_merges_case_punctuation_plurals_and_spacing():
@@ -256,6 +270,7 @@ def test_query_entities_match_entity_nodes_after_the_same_normalisation():
     assert matcher(["When did Dara Quen hear THE BEATLES in New-York?"]) == [[10, 11, 13]]  # case, "the", plural, hyphen
     assert matcher(["What Beatles album did Dara Quen buy?", "Were the Beatles in New York?"]) == [[10, 11], [11, 13]]  # opening question words
     assert matcher(["Was\tDara Quen in New York?"]) == [[10, 13]]  # any whitespace after the question word
+    assert matcher(['"Did Dara Quen sing?"', "(Was Dara Quen there?)"]) == [[10], [10]]  # after an opening quote or bracket
     will = QueryEntityMatcher(["Will Smith"], num_passages=3)
     assert will(["Will Smith sang in 1950?"]) == [[3]]  # "Will" and "Can" also open names: kept
 
