@@ -40,6 +40,10 @@ def answer_json(question: str, hits: Sequence[RetrievedPassage]) -> dict[str, An
     return {"question": question, "results": [hit.to_dict() for hit in hits]}
 
 
+#: How an entity node is named beside passage ids (``entity:<name>``): passage ids may not start with it.
+ENTITY_NODE_PREFIX = "entity:"
+
+
 def node_records(passages: Sequence[Passage], entity_names: Sequence[str], rows: Iterable[int]) -> list[tuple[str, str, str]]:
     """(id, title, text) of graph nodes: a passage's own for rows ``< len(passages)``, else the
     entity node's (``"entity:<name>"``, name, ``""``) of an entity graph."""
@@ -50,7 +54,7 @@ def node_records(passages: Sequence[Passage], entity_names: Sequence[str], rows:
             p = passages[r]
             out.append((p.id, p.title, p.text))
         else:
-            out.append((f"entity:{entity_names[r - n]}", entity_names[r - n], ""))
+            out.append((f"{ENTITY_NODE_PREFIX}{entity_names[r - n]}", entity_names[r - n], ""))
     return out
 
 

@@ -13,6 +13,7 @@ from isorag_pyg.datasets.formats import RawPassage
 from isorag_pyg.datasets.loader import build_corpus
 from isorag_pyg.datasets.types import MatchReport, Passage
 from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, resolve_model
+from isorag_pyg.index.answers import ENTITY_NODE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def corpus_hash(passages: Iterable[Passage]) -> str:
 
 def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int = 0, report: MatchReport | None = None) -> list[Passage]:
     """Passages from ``Passage`` objects or dicts with ``text`` (and ``title``, ``id``): empty texts,
-    texts over :data:`MAX_PASSAGE_CHARS`, conflicting ids and a mix of passages with and without
+    texts over :data:`MAX_PASSAGE_CHARS`, ids starting with ``entity:`` (entity nodes' names), conflicting ids and a mix of passages with and without
     ids are errors; identical (title, text) pairs are merged (logged, and listed in ``report``);
     without ids, passages are numbered from ``id_offset``."""
     if not passages:
@@ -56,6 +57,8 @@ def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int 
         pid = p.get("id")
         raw.append(RawPassage(None if pid is None else str(pid), str(p.get("title") or "").strip(), " ".join(p["text"].split())))
     for i, p in enumerate(raw):
+        if p.id is not None and p.id.startswith(ENTITY_NODE_PREFIX):
+            raise ValueError(f"passage {i} has the id {p.id!r}: ids starting with {ENTITY_NODE_PREFIX!r} name an entity graph's entity nodes")
         if not p.text:
             raise ValueError(f"passage {i} ({p.id or p.title!r}) has an empty text")
         if len(p.text) > MAX_PASSAGE_CHARS:
