@@ -84,8 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--refit", action="store_true", help="train f_θ again on the updated graph (default: keep f_θ)")
     add.add_argument("--epochs", type=int, default=epochs, help=f"f_θ training epochs with --refit (default: {epochs})")
     add.add_argument("--seed", type=int, default=seed, help=f"f_θ's training seed with --refit (default: {seed})")
-    add.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
-                       help=f"tokens per passage when splitting documents (default: {DEFAULT_MAX_TOKENS})")
+    add.add_argument("--max-tokens", type=int, default=None,
+                       help=f"tokens per passage when splitting documents (default: the index's own, else {DEFAULT_MAX_TOKENS})")
 
     remove = commands.add_parser("remove", help="remove passages from an index by id (saved atomically)")
     remove.add_argument("index_dir")
@@ -166,6 +166,7 @@ def _index(args: argparse.Namespace) -> list[str]:
     f_theta = _f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = None if args.graph == "auto" else {name: {} for name in args.graph.split("+") if name}
     index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann)
+    index.max_tokens = args.max_tokens
     index.save(args.out_dir, lock_timeout=args.lock_timeout)
     return [f"{args.out_dir}: {index!r}", *describe_graph(index.statistics)]
 
@@ -218,7 +219,8 @@ def _add(args: argparse.Namespace) -> list[str]:
     with _writer_lock(args.index_dir, args.lock_timeout):
         index = ISORAGIndex.load(args.index_dir)
         tokenizer = None if index.encoder_spec.get("backend") == "openai" else index.encoder_spec["name"]
-        passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=tokenizer, id_offset=index.next_id)
+        max_tokens = index.max_tokens if args.max_tokens is None else args.max_tokens
+        passages = ISORAGIndex.read_corpus(args.corpus, max_tokens, encoder=tokenizer, id_offset=index.next_id)
         report = index.add(passages, refit=_f_theta_config(args.epochs, args.seed, quiet=True) if args.refit else None)
         index.save(args.index_dir)
     return [f"{args.index_dir}: {report.summary()}; {len(index)} passages (version {index.generation})"]

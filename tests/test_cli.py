@@ -110,6 +110,20 @@ def test_add_and_remove_update_the_saved_index(built, tmp_path):
     assert info["counts"]["passages"] == 4
 
 
+def test_add_splits_new_documents_with_the_token_budget_the_index_was_built_with(tmp_path):
+    sentences = " ".join(f"Sentence {i} names Kostrov and Aldania again." for i in range(12))
+    for folder in ("docs", "more"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "docs" / "a.md").write_text(sentences)
+    (tmp_path / "more" / "b.md").write_text(sentences.replace("Kostrov", "Velmora"))
+    assert isorag("index", str(tmp_path / "docs"), str(tmp_path / "index"), "--max-tokens", "30", "--p", "0", "--quiet").returncode == 0
+    info = json.loads(isorag("info", str(tmp_path / "index")).stdout)
+    assert info["max_tokens"] == 30 and info["counts"]["passages"] > 1
+    done = isorag("add", str(tmp_path / "index"), str(tmp_path / "more"))  # no --max-tokens: the index's 30, not the default 200
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"{info['counts']['passages']} passages added" in done.stdout
+
+
 @pytest.mark.slow
 def test_tune_reports_and_dry_run_stores_nothing(built, tmp_path):
     index_dir = Path(shutil.copytree(built, tmp_path / "index"))

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.encoders.spec import check_encoder, encoder_from_spec
@@ -69,13 +70,15 @@ class ISORAGIndex:
     def __init__(self, *, contents: IndexContents, encoder: dict[str, Any], phi: PhiSpec, graph_spec: dict[str, Any],
                  f_theta: PoincareEncoder | None = None, f_theta_info: dict[str, Any] | None = None,
                  knobs: Mapping[str, Mapping[str, Any]] | None = None, created: str | None = None,
-                 ann: ANNIndex | StoredANN | None = None, next_id: int | None = None, origin: tuple[Path, int] | None = None):
+                 ann: ANNIndex | StoredANN | None = None, next_id: int | None = None, origin: tuple[Path, int] | None = None,
+                 max_tokens: int | None = None):
         self.contents, self.encoder_spec, self.phi, self.graph_spec = contents, encoder, phi, graph_spec
         self.f_theta, self.f_theta_info = f_theta, f_theta_info
         self.knobs: dict[str, dict[str, Any]] = {name: dict(values) for name, values in (knobs or {}).items()}
         self.created = created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         self._ann = ann
         self._next_id, self.origin = next_id, origin  # origin: see generation
+        self.max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens  # tokens a passage when isorag add splits documents
         self._encoder: TextEncoder | None = None
         self._drop_caches()
 
@@ -126,7 +129,7 @@ class ISORAGIndex:
         """The constructor arguments that reproduce this index (what :meth:`save` writes)."""
         return {"contents": self.contents, "encoder": self.encoder_spec, "phi": self.phi, "graph_spec": self.graph_spec,
                 "f_theta": self.f_theta, "f_theta_info": self.f_theta_info, "knobs": self.knobs, "created": self.created, "ann": self._ann,
-                "next_id": self.next_id}
+                "next_id": self.next_id, "max_tokens": self.max_tokens}
 
     def save(self, directory: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> Path:
         """Write the index to ``directory`` atomically (a crash leaves any previous index there intact)
@@ -180,17 +183,15 @@ class ISORAGIndex:
         return self._phi_variants[spec]
 
     def set_ann(self, kind: str, params: Mapping[str, int] | None = None) -> None:
-        """Build the ANN index ISO-RAG, its ablations and dense take candidates from (kept by :meth:`save`):
-        FAISS ``"hnsw"`` (``M``, ``ef_construction``, ``ef_search``) or ``"ivf"`` (``nlist``, ``nprobe``,
-        ``train_size``, ``seed``), or ``"exact"`` to scan every passage again (defaults:
-        :data:`~isorag_pyg.retrieval.ann.DEFAULT_PARAMS`). ``kind`` has no default: this call is the asking."""
+        """Build the ANN index ISO-RAG, its ablations and dense take candidates from (kept by :meth:`save`): FAISS
+        ``"hnsw"`` (``M``, ``ef_construction``, ``ef_search``) or ``"ivf"`` (``nlist``, ``nprobe``, ``train_size``, ``seed``),
+        or ``"exact"`` to scan every passage again (defaults: :data:`~isorag_pyg.retrieval.ann.DEFAULT_PARAMS`)."""
         check_ann(kind, params)
         self._ann = None if kind == "exact" else ANNIndex.build(self.embeddings, kind, params)
 
     @property
     def ann(self) -> ANNIndex | None:
-        """The approximate nearest-neighbour index (``None``: exact scan); an opened index reads
-        it from its file on first use."""
+        """The approximate nearest-neighbour index (``None``: exact scan), read from its file on first use."""
         if isinstance(self._ann, StoredANN):
             self._ann = self._ann.open(len(self), int(self.embeddings.size(1)))
         return self._ann

@@ -71,7 +71,7 @@ def ann_info(ann: ANNIndex | StoredANN | None) -> dict[str, Any]:
 
 def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpec, graph_spec: dict[str, Any],
                    f_theta_info: dict[str, Any] | None, knobs: dict[str, dict[str, Any]], created: str,
-                   ann: ANNIndex | StoredANN | None, next_id: int | None = None, **_: Any) -> dict[str, Any]:
+                   ann: ANNIndex | StoredANN | None, next_id: int | None = None, max_tokens: int | None = None, **_: Any) -> dict[str, Any]:
     """What :func:`save_index` records about an index (without the file checksums); takes the
     index's constructor arguments."""
     return {
@@ -89,6 +89,7 @@ def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpe
                    "edges": int(contents.graph.edge_index.size(1)), "dim": int(contents.embeddings.size(1))},
         "corpus_hash": contents.corpus_hash,
         "next_id": next_number(contents.passages.ids) if next_id is None else next_id,
+        "max_tokens": max_tokens,
     }
 
 
@@ -183,7 +184,7 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
                              tensors.get("z"), tensors.get("knn_edges"))
     return {"contents": contents, "encoder": manifest["encoder"], "phi": phi, "graph_spec": manifest["graph"]["builders"],
             "f_theta": f_theta, "f_theta_info": info, "knobs": manifest.get("knobs", {}), "created": manifest.get("created"),
-            "ann": stored_ann, "next_id": manifest.get("next_id")}
+            "ann": stored_ann, "next_id": manifest.get("next_id"), "max_tokens": manifest.get("max_tokens")}
 
 
 def _load_tensors(path: Path, shown: Path | None = None) -> dict[str, Tensor]:

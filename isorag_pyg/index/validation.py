@@ -78,6 +78,7 @@ class Manifest(_Strict):
     files: dict[str, FileEntry]
     generation: int = Field(default=0, ge=0)
     next_id: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=1)
     created: str | None = None
 
 
