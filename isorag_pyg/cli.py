@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     build = commands.add_parser("index", help="build an index of a corpus and save it")
-    build.add_argument("corpus", help="a .jsonl/.json/.csv file of passages, a dataset file, or a folder of .txt/.md documents")
+    build.add_argument("corpus", help="a .jsonl/.json/.csv file of passages, a dataset file, or a .txt/.md document or folder of them")
     build.add_argument("out_dir", help="where to save the index (an existing index there is replaced atomically)")
     build.add_argument("--graph", default="auto", help="graph builders, '+'-separated: title_mention, entity_graph, adjacent, knn, ... "
                        "(default: auto, chosen by what the corpus supports)")

@@ -106,8 +106,11 @@ def test_add_and_remove_update_the_saved_index(built, tmp_path):
     assert done.returncode == 1 and "no passage with id 'notes.pdf'" in done.stderr  # nothing removed, nothing saved
     done = isorag("remove", str(index_dir), "brill.md#0")
     assert done.returncode == 0 and "1 removed" in done.stdout and "4 passages" in done.stdout
+    done = isorag("add", str(index_dir), str(tmp_path / "more" / "brill.md"))  # one document: the id its folder gave it
+    assert done.returncode == 0 and "1 passages added" in done.stdout, done.stderr[-2000:]
     info = json.loads(isorag("info", str(index_dir)).stdout)
-    assert info["counts"]["passages"] == 4
+    assert info["counts"]["passages"] == 5
+    assert isorag("remove", str(index_dir), "brill.md#0").returncode == 0
 
 
 def test_add_splits_new_documents_with_the_token_budget_the_index_was_built_with(tmp_path):

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
 from isorag_pyg import ISORAGIndex
 from isorag_pyg.datasets import DatasetFormatError
 from isorag_pyg.datasets.corpus_files import (
+    MAX_PASSAGE_CHARS,
     load_corpus,
     split_passages,
     split_title,
@@ -32,6 +34,11 @@ def test_long_paragraphs_split_at_sentences_then_words():
     chunks = split_passages(text, 64, count)
     assert len(chunks) > 1 and all(count(c) <= 64 for c in chunks)
     assert " ".join(chunks) == " ".join(text.split())  # nothing lost, order kept
+
+
+def test_passages_never_exceed_the_character_limit():
+    assert split_passages("aaa bb. cc dd\n\nee", max_tokens=100, max_chars=6) == ["aaa", "bb.", "cc dd", "ee"]
+    assert split_passages("abcdefghij k", max_tokens=100, max_chars=4) == ["abcd", "efgh", "ij k"]
 
 
 def test_title_is_the_first_heading_else_the_file_name():
@@ -61,6 +68,33 @@ def test_folder_of_documents(tmp_path):
     assert [p.id for p in one_per_paragraph] == ["paris.md#0", "paris.md#1", "sub/seine.txt#0"]
 
 
+def test_a_single_document_reads_as_a_folder_holding_only_it(tmp_path):
+    (tmp_path / "docs" / "sub").mkdir(parents=True)
+    (tmp_path / "docs" / "sub" / "paris.md").write_text("# Paris\n\nParis is the capital of France.\n\nIt lies on the Seine.")
+    (tmp_path / "docs" / "notes.TXT").write_text("Plain notes.")
+    (tmp_path / "docs" / "blank.txt").write_text("\n\n")
+    one_file, report = load_corpus(tmp_path / "docs" / "sub" / "paris.md", max_tokens=7)
+    assert one_file == load_corpus(tmp_path / "docs" / "sub", max_tokens=7)[0]
+    assert [p.id for p in one_file] == ["paris.md#0", "paris.md#1"] and report.documents == 1  # ids from the name, as in its folder
+    assert [p.id for p in load_corpus(tmp_path / "docs" / "notes.TXT")[0]] == ["notes.TXT#0"]
+    with pytest.raises(DatasetFormatError, match=r"no passages found .*1 empty file\(s\) skipped \(blank.txt\)"):
+        load_corpus(tmp_path / "docs" / "blank.txt")
+
+
+def test_a_document_paragraph_over_the_character_limit_is_split_and_logged(tmp_path, caplog):
+    paragraph = " ".join(f"Sentence {i} tells of Velmora." for i in range(2_500))  # ~68 KB, one paragraph
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "big.txt").write_text(paragraph)
+    (tmp_path / "big" / "blob.md").write_text("x" * (MAX_PASSAGE_CHARS + 5))  # one "word" over the limit
+    (tmp_path / "big.jsonl").write_text(json.dumps({"id": "big", "title": "Big", "text": paragraph}))
+    for path, listed in ((tmp_path / "big", ["big.txt", "blob.md"]), (tmp_path / "big.jsonl", ["big"])):
+        with caplog.at_level(logging.WARNING):
+            passages, report = load_corpus(path, max_tokens=100_000)
+        assert max(len(p.text) for p in passages) <= MAX_PASSAGE_CHARS and len(passages) > 3
+        assert " ".join(p.text for p in passages if not p.id.startswith("blob")) == paragraph  # nothing lost, order kept
+        assert report.split_long == listed and f"over {MAX_PASSAGE_CHARS} characters split" in caplog.text
+
+
 def test_passage_files_in_every_format(tmp_path):
     records = [{"title": "A", "text": "alpha text"}, {"title": "B", "text": "beta text"}]
     (tmp_path / "c.jsonl").write_text("\n".join(json.dumps(r) for r in records))
@@ -87,6 +121,9 @@ def test_bad_passage_files_are_clear_errors(tmp_path):
         "broken.json": ("[{\"title\": ", "invalid JSON"),
         "empty.jsonl": ("", "file is empty"),
         "titles_only.json": (json.dumps([{"id": "1", "question": "Q?", "answer": "a", "supporting_facts": ["A"]}]), "gold titles only"),
+        "no_text.json": (json.dumps([{"title": "a", "body": "Alpha"}]), "record 0: field 'text or paragraph_text': missing"),
+        "some_no_text.json": (json.dumps([{"title": "a", "text": "Alpha"}, {"title": "b"}]), "record 1: field 'text or paragraph_text': missing"),
+        "no_text.jsonl": ('{"title": "a", "body": "Alpha"}', "record 0: field 'text or paragraph_text': missing"),
     }
     for name, (content, match) in cases.items():
         (tmp_path / name).write_text(content)
@@ -110,3 +147,4 @@ def test_read_corpus_counts_tokens_with_the_encoders_tokenizer(tmp_path):
     assert len(passages) > 3 and all(count(p.text) <= 100 for p in passages)  # "word12" is 2 word pieces
     by_words = ISORAGIndex.read_corpus(tmp_path, max_tokens=100, encoder=None)
     assert len(by_words) == 3
+    assert ISORAGIndex.read_corpus(tmp_path / "long.md", max_tokens=100) == passages  # one document: the same, tokens counted alike

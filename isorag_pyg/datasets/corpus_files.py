@@ -1,5 +1,6 @@
-"""A user's own corpus: JSON / JSON lines / CSV passages, any supported dataset file, or a folder
-of ``.txt`` / ``.md`` documents split into passages at paragraph boundaries under a token budget.
+"""A user's own corpus: JSON / JSON lines / CSV passages, any supported dataset file, or a
+``.txt`` / ``.md`` document or folder of them, split into passages at paragraph boundaries under a
+token budget.
 
 Nothing is dropped silently: malformed records are errors naming the record; binary, undecodable
 or empty documents in a folder are skipped, counted and listed in the :class:`CorpusReport`.
@@ -22,6 +23,7 @@ from isorag_pyg.datasets.formats import (
     _Record,
     detect_question_format,
     normalize_text,
+    question_format,
     read_corpus,
     read_records,
     read_utf8,
@@ -34,8 +36,9 @@ log = logging.getLogger(__name__)
 DOCUMENT_SUFFIXES = (".txt", ".md")
 #: Tokens of text per passage when a folder of documents is split (the default encoder reads 256).
 DEFAULT_MAX_TOKENS = 200
-#: Characters beyond which a passage of a passage file is split like a document (logged), and an
-#: index refuses one given directly: far beyond what an encoder reads (~1,000 characters).
+#: Characters beyond which a passage of a passage file, or a paragraph of a document, is split
+#: (logged); no passage read is longer, and an index refuses one given directly: far beyond what
+#: an encoder reads (~1,000 characters).
 MAX_PASSAGE_CHARS = 20_000
 
 TokenCounter = Callable[[str], int]
@@ -74,8 +77,8 @@ class CorpusReport:
                 parts.append(f"{len(names)} {reason} file(s) skipped ({shown})")
         if self.split_long:
             shown = ", ".join(self.split_long[:3]) + (", ..." if len(self.split_long) > 3 else "")
-            parts.append(f"{len(self.split_long)} passage(s) over {MAX_PASSAGE_CHARS} characters split into passages of at most "
-                         f"the token budget ({shown})")
+            parts.append(f"{len(self.split_long)} passage(s) or document(s) with a paragraph over {MAX_PASSAGE_CHARS} characters split "
+                         f"into passages of at most the token budget and {MAX_PASSAGE_CHARS} characters ({shown})")
         if self.ignored_other_files:
             parts.append(f"{self.ignored_other_files} file(s) other than {'/'.join(DOCUMENT_SUFFIXES)} ignored")
         return f"{self.source}: " + "; ".join(parts)
@@ -88,8 +91,8 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
     Args:
         path: a ``.jsonl`` / ``.json`` file of ``{title, text[, id]}`` records (or any dataset
             file the loaders read: a corpus, or questions whose contexts form the corpus), a
-            ``.csv`` with ``title`` and ``text`` columns (``id`` optional), or a folder of
-            ``.txt`` / ``.md`` documents (searched recursively).
+            ``.csv`` with ``title`` and ``text`` columns (``id`` optional), or a ``.txt`` / ``.md``
+            document or a folder of them (searched recursively).
         max_tokens: for documents, the most tokens of text per passage. (default: ``200``)
         count_tokens: counts the tokens of a string, e.g. with the encoder's tokenizer (see
             :func:`tokenizer_counter`). (default: whitespace-separated words)
@@ -100,7 +103,7 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or folder")
     report = CorpusReport(str(path))
-    if path.is_dir():
+    if reads_documents(path):
         raw = _read_documents(path, max_tokens, count_tokens or _count_words, report)
     else:
         raw = _read_csv(path) if path.suffix.lower() == ".csv" else _read_records_file(path)
@@ -114,6 +117,11 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
     if report.skipped or report.split_long:
         log.warning("%s", report.summary())
     return corpus, report
+
+
+def reads_documents(path: Path) -> bool:
+    """Whether ``path`` is read as documents: a folder, or one ``.txt`` / ``.md`` file."""
+    return path.is_dir() or path.suffix.lower() in DOCUMENT_SUFFIXES
 
 
 def tokenizer_counter(model_path: str) -> TokenCounter:
@@ -140,8 +148,8 @@ def _read_records_file(path: Path) -> list[RawPassage]:
     records = read_records(path)
     if isinstance(records, dict) and isinstance(records.get("data"), list):
         records = records["data"]
-    if isinstance(records, list) and records and isinstance(records[0], dict) and not {"text", "paragraph_text"} & set(records[0]):
-        return _question_contexts(path, records)  # no passage fields: a question file (or an error naming its keys)
+    if isinstance(records, list) and records and question_format(records[0]) and not {"text", "paragraph_text"} & set(records[0]):
+        return _question_contexts(path, records)  # no passage fields, a question format: a question file
     return _checked(read_corpus(path), path)
 
 
@@ -196,32 +204,42 @@ def _read_csv(path: Path) -> list[RawPassage]:
     return _checked(raw, path)
 
 
-def _read_documents(folder: Path, max_tokens: int, count_tokens: TokenCounter, report: CorpusReport) -> list[RawPassage]:
+def _read_documents(path: Path, max_tokens: int, count_tokens: TokenCounter, report: CorpusReport) -> list[RawPassage]:
+    """A folder's documents, ids relative to it, or one document file, ids from its name."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    if path.is_file():
+        return _read_document(path, path.name, max_tokens, count_tokens, report)
     raw: list[RawPassage] = []
-    for file in sorted(p for p in folder.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)):
-        name = str(file.relative_to(folder))
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)):
         if file.suffix.lower() not in DOCUMENT_SUFFIXES:
             report.ignored_other_files += 1
             continue
-        data = file.read_bytes()
-        if b"\x00" in data[:8192]:
-            report.skipped_binary.append(name)
-            continue
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            report.skipped_undecodable.append(name)
-            continue
-        title, body = split_title(text, file.stem)
-        chunks = split_passages(body, max_tokens, count_tokens)
-        if not chunks:
-            report.skipped_empty.append(name)
-            continue
-        report.documents += 1
-        raw.extend(RawPassage(f"{name}#{i}", title, chunk) for i, chunk in enumerate(chunks))
+        raw.extend(_read_document(file, str(file.relative_to(path)), max_tokens, count_tokens, report))
     return raw
+
+
+def _read_document(file: Path, name: str, max_tokens: int, count_tokens: TokenCounter, report: CorpusReport) -> list[RawPassage]:
+    """One document's passages ``name#0``, ``name#1``, ...; none if it is binary, not UTF-8 or
+    empty (listed in ``report``, as is a paragraph over :data:`MAX_PASSAGE_CHARS`)."""
+    data = file.read_bytes()
+    if b"\x00" in data[:8192]:
+        report.skipped_binary.append(name)
+        return []
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        report.skipped_undecodable.append(name)
+        return []
+    title, body = split_title(text, file.stem)
+    chunks = split_passages(body, max_tokens, count_tokens)
+    if not chunks:
+        report.skipped_empty.append(name)
+        return []
+    if any(len(normalize_text(paragraph)) > MAX_PASSAGE_CHARS for paragraph in _PARAGRAPH_BREAK.split(body)):
+        report.split_long.append(name)
+    report.documents += 1
+    return [RawPassage(f"{name}#{i}", title, chunk) for i, chunk in enumerate(chunks)]
 
 
 def split_title(text: str, fallback: str) -> tuple[str, str]:
@@ -242,9 +260,10 @@ def split_title(text: str, fallback: str) -> tuple[str, str]:
     return fallback, text
 
 
-def split_passages(text: str, max_tokens: int, count_tokens: TokenCounter = _count_words) -> list[str]:
-    """Pack consecutive paragraphs into passages of at most ``max_tokens`` tokens; a paragraph
-    longer than that is split at sentence ends, and a sentence longer than that at words.
+def split_passages(text: str, max_tokens: int, count_tokens: TokenCounter = _count_words, max_chars: int = MAX_PASSAGE_CHARS) -> list[str]:
+    """Pack consecutive paragraphs into passages of at most ``max_tokens`` tokens and ``max_chars``
+    characters; a paragraph longer than that is split at sentence ends, a sentence longer than
+    that at words, and a word longer than ``max_chars`` every ``max_chars`` characters.
     Pieces are counted once and their counts added (exact for word-piece tokenizers such as the
     default encoder's, which tokenize each whitespace-separated word on its own).
 
@@ -255,19 +274,28 @@ def split_passages(text: str, max_tokens: int, count_tokens: TokenCounter = _cou
     pieces: list[tuple[str, int]] = []
     for paragraph in _PARAGRAPH_BREAK.split(text):
         paragraph = normalize_text(paragraph)
-        if not paragraph:
-            continue
-        size = count_tokens(paragraph)
-        if size <= max_tokens:
-            pieces.append((paragraph, size))
-            continue
-        for sentence in _SENTENCE_END.split(paragraph):
-            size = count_tokens(sentence)
-            pieces.extend([(sentence, size)] if size <= max_tokens else [(w, count_tokens(w)) for w in sentence.split()])
+        if paragraph:
+            pieces.extend(_pieces(paragraph, max_tokens, count_tokens, max_chars))
     passages: list[tuple[str, int]] = []
     for piece, size in pieces:
-        if passages and passages[-1][1] + size <= max_tokens:
+        if passages and passages[-1][1] + size <= max_tokens and len(passages[-1][0]) + 1 + len(piece) <= max_chars:
             passages[-1] = (f"{passages[-1][0]} {piece}", passages[-1][1] + size)
         else:
             passages.append((piece, size))
     return [passage for passage, _ in passages]
+
+
+def _pieces(paragraph: str, max_tokens: int, count_tokens: TokenCounter, max_chars: int) -> list[tuple[str, int]]:
+    """A paragraph as (text, tokens) pieces within both limits: whole, else sentences, else words."""
+    size = count_tokens(paragraph)
+    if size <= max_tokens and len(paragraph) <= max_chars:
+        return [(paragraph, size)]
+    pieces: list[tuple[str, int]] = []
+    for sentence in _SENTENCE_END.split(paragraph):
+        size = count_tokens(sentence)
+        if size <= max_tokens and len(sentence) <= max_chars:
+            pieces.append((sentence, size))
+            continue
+        parts = [word[i : i + max_chars] for word in sentence.split() for i in range(0, len(word), max_chars)]
+        pieces.extend((part, count_tokens(part)) for part in parts)
+    return pieces

@@ -206,9 +206,10 @@ QUESTION_PARSERS: dict[str, Callable[[_Record], RawQuestion]] = {
 }
 
 
-def detect_question_format(path: Path, first: Any) -> str:
+def question_format(first: Any) -> str | None:
+    """The question format of a file whose first record is ``first``; ``None`` if it is none of them."""
     if not isinstance(first, dict):
-        raise DatasetFormatError(path, f"expected question objects, got {type(first).__name__}", record=0)
+        return None
     keys = set(first)
     if "paragraphs" in keys:
         return "musique"
@@ -218,11 +219,20 @@ def detect_question_format(path: Path, first: Any) -> str:
         return "hotpot"
     if "supporting_facts" in keys and "question" in keys:
         return "titles_only"
-    raise DatasetFormatError(
-        path,
-        f"unrecognised question format (keys: {sorted(keys)}); expected MuSiQue, HotpotQA/2Wiki, IRCoT or titles-only",
-        record=0,
-    )
+    return None
+
+
+def detect_question_format(path: Path, first: Any) -> str:
+    if not isinstance(first, dict):
+        raise DatasetFormatError(path, f"expected question objects, got {type(first).__name__}", record=0)
+    fmt = question_format(first)
+    if fmt is None:
+        raise DatasetFormatError(
+            path,
+            f"unrecognised question format (keys: {sorted(first)}); expected MuSiQue, HotpotQA/2Wiki, IRCoT or titles-only",
+            record=0,
+        )
+    return fmt
 
 
 def read_questions(path: str | Path) -> tuple[str, list[RawQuestion]]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS, MAX_PASSAGE_CHARS, load_corpus, tokenizer_counter
+from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS, MAX_PASSAGE_CHARS, load_corpus, reads_documents, tokenizer_counter
 from isorag_pyg.datasets.formats import RawPassage
 from isorag_pyg.datasets.loader import build_corpus
 from isorag_pyg.datasets.types import MatchReport, Passage
@@ -20,11 +20,11 @@ log = logging.getLogger(__name__)
 
 def read_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, encoder: str | None = DEFAULT_ENCODER,
                 id_offset: int = 0) -> list[Passage]:
-    """Passages from a JSON / JSON-lines / CSV file, any dataset file, or a folder of
-    ``.txt`` / ``.md`` documents split at paragraphs into at most ``max_tokens`` tokens of
+    """Passages from a JSON / JSON-lines / CSV file, any dataset file, or a ``.txt`` / ``.md``
+    document or folder of them split at paragraphs into at most ``max_tokens`` tokens of
     ``encoder``'s tokenizer (``None``: words). Skipped files are counted and logged; records
     without ids are numbered from ``id_offset`` (to add them to an index: its ``next_id``)."""
-    counter = tokenizer_counter(resolve_model(encoder)) if encoder is not None and Path(path).is_dir() else None
+    counter = tokenizer_counter(resolve_model(encoder)) if encoder is not None and reads_documents(Path(path)) else None
     passages, _ = load_corpus(path, max_tokens, counter, id_offset)
     return passages
 
