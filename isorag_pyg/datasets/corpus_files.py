@@ -36,9 +36,8 @@ log = logging.getLogger(__name__)
 DOCUMENT_SUFFIXES = (".txt", ".md")
 #: Tokens of text per passage when a folder of documents is split (the default encoder reads 256).
 DEFAULT_MAX_TOKENS = 200
-#: Characters beyond which a passage of a passage file, or a paragraph of a document, is split
-#: (logged); no passage read is longer, and an index refuses one given directly: far beyond what
-#: an encoder reads (~1,000 characters).
+#: Characters beyond which a passage of a passage file, or a document's paragraph, is split (logged): no passage
+#: read is longer, and an index refuses one given directly: far beyond what an encoder reads (~1,000 characters).
 MAX_PASSAGE_CHARS = 20_000
 
 TokenCounter = Callable[[str], int]
