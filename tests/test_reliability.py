@@ -509,6 +509,11 @@ def test_the_server_watches_its_manifest(copy, tmp_path):
         while server.client.get("/info").json()["version"] == version and time.monotonic() < deadline:
             time.sleep(0.1)
         assert server.client.get("/info").json()["passages"] == 19
+        (copy / "tensors.safetensors").write_bytes(b"garbage")  # a bad version on disk: kept out, reported once
+        rewrite(copy, edit=lambda m: m.update(generation=m["generation"] + 1))
+        time.sleep(2)  # ten watch intervals
+        assert server.client.get("/info").json()["passages"] == 19
+        assert (tmp_path / "serve.log").read_text().count("not reloaded") == 1
     finally:
         server.stop()
 
