@@ -60,6 +60,9 @@ def test_manifest_records_what_built_the_index(saved):
     assert set(manifest["files"]) == {"passages.jsonl", "tensors.safetensors", "f_theta.safetensors"}
     assert all(len(f["sha256"]) == 64 and f["bytes"] > 0 for f in manifest["files"].values())
     assert not list(saved.glob("*.pt")) and not list(saved.glob("*.pkl"))
+    assert manifest["max_tokens"] == 200  # what isorag add splits new documents with
+    info = ISORAGIndex.load(saved).info()
+    assert info["generation"] == manifest["generation"] == 1 and info["max_tokens"] == 200  # isorag info shows the version
 
 
 def test_stored_phi_is_the_one_retrieval_uses(index):
@@ -108,6 +111,8 @@ def test_explain_writes_the_case_study(index, tmp_path):
     assert len(trace["top"]) == 5 and set(trace["seeds"]) <= set(trace["candidates"]) <= ids | entities
     assert {t["id"] for t in trace["top"]} <= ids and set(trace["seeds"]) <= ids
     assert all(u in ids | entities and v in ids | entities for u, v in trace["kept_edges"] + trace["pruned_edges"])
+    # by default, the trace of what retrieve() returns by default
+    assert [t["id"] for t in index.explain(QUESTIONS[1].text)["top"]] == [hit.id for hit in index.retrieve([QUESTIONS[1].text])[0]]
 
 
 def test_crash_mid_save_leaves_the_previous_index(index, saved, tmp_path, monkeypatch):

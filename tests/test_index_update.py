@@ -90,6 +90,12 @@ def test_bad_updates_are_clear_errors(base, tmp_path):
         index.remove(["nope"])
     with pytest.raises(ValueError, match="every passage"):
         index.remove([p.id for p in index.passages])
+    with pytest.raises(TypeError, match=r"list of passage ids, got the string 'p1' \(write \['p1'\]\)"):
+        index.remove("p1")  # not its characters
+    with pytest.raises(TypeError, match="list of passages"):
+        index.add("a new passage")
+    with pytest.raises(ValueError, match="no passages given"):
+        index.add([])
     questions = ISORAGIndex.build(CORPUS[:10], graph={"context_cooccurrence": {}}, questions=WORLD, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
     with pytest.raises(ValueError, match="rebuild it instead"):
         questions.add([CORPUS[20]])

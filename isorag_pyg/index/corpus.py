@@ -45,8 +45,10 @@ def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int 
     texts over :data:`MAX_PASSAGE_CHARS`, ids starting with ``entity:`` (entity nodes' names), conflicting ids and a mix of passages with and without
     ids are errors; identical (title, text) pairs are merged (logged, and listed in ``report``);
     without ids, passages are numbered from ``id_offset``."""
+    if isinstance(passages, (str, bytes)):
+        raise TypeError(f"expected a list of passages (Passage objects or dicts with 'text'), got the string {passages!r:.80}")
     if not passages:
-        raise ValueError("cannot build an index over no passages")
+        raise ValueError("no passages given")
     raw = []
     for i, p in enumerate(passages):
         if isinstance(p, Passage):

@@ -146,7 +146,7 @@ class ISORAGIndex:
     def info(self) -> dict[str, Any]:
         """The manifest :meth:`save` writes (without the file checksums): encoder, graph builders
         and statistics, f_θ, φ, knobs, ANN, counts."""
-        return index_manifest(**self._fields())
+        return {**index_manifest(**self._fields()), "generation": self.generation}
 
     # ----------------------------------------------------------------------------- f_θ, φ, ANN
     def _take_f_theta(self, fitted: FTheta) -> None:
@@ -256,7 +256,7 @@ class ISORAGIndex:
         """Corpus rows and scores as passages."""
         return retrieved_passages(self.passages, indices, scores)
 
-    def explain(self, question: str, png_path: str | Path | None = None, k: int = 10, **knobs: Any) -> dict[str, Any]:
+    def explain(self, question: str, png_path: str | Path | None = None, k: int = 5, **knobs: Any) -> dict[str, Any]:
         """ISO-RAG's trace for one question (seeds, candidates, kept and pruned edges, PPR mass,
         top k; passages by id) and, with ``png_path``, the case-study picture of its local graph."""
         trace = self.retriever("iso", **knobs).retrieve(self.encode_questions([question]), k, trace=True).traces[0]

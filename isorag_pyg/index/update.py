@@ -232,6 +232,8 @@ def _member(keys: Tensor, sorted_keys: Tensor) -> Tensor:
 
 
 def rows_of(passages: PassageStore, ids: Iterable[str]) -> Tensor:
+    if isinstance(ids, str):
+        raise TypeError(f"remove() takes a list of passage ids, got the string {ids!r} (write [{ids!r}])")
     ids = list(ids)
     if not ids:
         raise ValueError("remove() needs at least one passage id")
