@@ -109,10 +109,12 @@ def test_cli_defaults_and_help_come_from_the_library():
     expected = {
         "index": {"p": PhiSpec.p, "shell_floor": PhiSpec.shell_floor, "epochs": DEFAULT_TRAINER["max_epochs"], "seed": FThetaConfig.seed,
                   "max_tokens": DEFAULT_MAX_TOKENS},
-        "add": {"epochs": DEFAULT_TRAINER["max_epochs"], "seed": FThetaConfig.seed, "max_tokens": DEFAULT_MAX_TOKENS},
+        "add": {"epochs": DEFAULT_TRAINER["max_epochs"], "seed": FThetaConfig.seed},
     }
     for command, values in expected.items():
         actions = {action.dest: action for action in commands[command]._actions}
         for dest, value in values.items():
             assert actions[dest].default == value, (command, dest)
             assert f"(default: {value:g})" in actions[dest].help, (command, dest)
+    add_max_tokens = next(action for action in commands["add"]._actions if action.dest == "max_tokens")
+    assert add_max_tokens.default is None and f"(default: the index's own, else {DEFAULT_MAX_TOKENS})" in add_max_tokens.help
