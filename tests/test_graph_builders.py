@@ -50,6 +50,8 @@ def test_title_mention_skips_chunks_of_the_same_document():
     chunks = [Passage("k.md#0", "Kostrov", "Kostrov is a town."), Passage("k.md#1", "Kostrov", "Kostrov grew."),
               Passage("a.md#0", "Aldania", "Aldania is a land."), Passage("a.md#1", "Aldania", "Aldania trades with Kostrov.")]
     assert edges(title_mention(chunks)) == {(3, 0), (3, 1)}
+    issues = [Passage("issue#1", "Crash on load", "The index fails."), Passage("issue#2", "Fix", "Fixes Crash on load.")]
+    assert edges(title_mention(issues)) == {(1, 0)}  # ids like path#n but other titles: not one document's chunks
     assert edges(title_mention([*CORPUS, Passage("0", "Paris", "Paris again.")])) >= {(5, 0), (0, 5)}  # ids without #n: as before
 
 

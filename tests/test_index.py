@@ -234,6 +234,8 @@ def test_bad_passages_are_clear_errors():
         ISORAGIndex.build([{"id": "1", "text": "a"}, {"id": "1", "text": "b"}], f_theta=None, phi=PhiSpec(p=0.0))
     with pytest.raises(ValueError, match="expected a Passage or a dict"):
         ISORAGIndex.build(["just a string"], f_theta=None, phi=PhiSpec(p=0.0))
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):  # an index saved with it would not load
+        ISORAGIndex.read_corpus(__file__, max_tokens=0)
     with pytest.raises(ValueError, match="name an entity graph's entity nodes"):  # explain() names entity nodes so
         ISORAGIndex.build([{"id": "entity:kostrov", "text": "Kostrov"}], f_theta=None, phi=PhiSpec(p=0.0))
 

@@ -73,6 +73,7 @@ def test_attributes_as_long_as_the_edge_list_but_not_named_edge_are_kept_whole()
     batch = Batch.from_data_list([data, path_data(phi=torch.ones(4), passage_id=list("ghijkl"), seed_index=torch.arange(6),
                                                   edge_type=torch.arange(6) % 2)])
     first, second = IsoperimetricFilter(beta=0.5, phi_source="phi")(batch).to_data_list()
+    assert [g.edge_index.size(1) for g in batch.to_data_list()] == [6, 6] and "log_phi" not in batch  # the input batch is intact
     assert first.passage_id == list("abcdef") and second.passage_id == list("ghijkl")
     assert first.seed_index.tolist() == list(range(6)) and first.edge_attr.tolist() == [0.0, 1.0, 4.0, 5.0]
     assert second.edge_index.size(1) == 6 and second.edge_type.tolist() == [0, 1, 0, 1, 0, 1]

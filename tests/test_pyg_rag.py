@@ -49,7 +49,7 @@ def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
 
 
 def test_loader_local_graph_as_long_as_its_edge_list(tmp_path):
-    # 4 local nodes and 4 local edges (a and b each tied to the entity both name): the filter keeps
+    # 4 seeds and 4 local edges (a and b each tied to the entity both name): the filter keeps
     # the seeds and the passages' ids whole, and the loader ranks as the index does
     passages = [{"title": "", "text": t} for t in ("Kostrov is old.", "Kostrov is new.", "plain words here", "more plain words")]
     index = ISORAGIndex.build(passages, graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)

@@ -72,8 +72,9 @@ def title_mention(
     One Aho-Corasick pass over all texts. Titles shorter than ``min_title_chars`` and titles
     shared by more than ``max_passages_per_title`` passages are skipped (too ambiguous);
     ``strip_parenthetical`` also matches "Get Low" for the title "Get Low (song)". Chunks of
-    one document (ids ``path#n``), which share its title, do not link through it: a document
-    naming its own subject mentions no other passage (:func:`adjacent` links its chunks).
+    one document (ids ``path#n`` under one title) do not link through the title they share: a
+    document naming its own subject mentions no other passage (the ``adjacent`` builder links
+    consecutive chunks).
     """
     fold = (lambda s: s) if case_sensitive else str.casefold
     targets: dict[str, set[int]] = {}
@@ -99,7 +100,7 @@ def title_mention(
             start = end - length + 1
             if (start > 0 and text[start - 1].isalnum()) or (end + 1 < len(text) and text[end + 1].isalnum()):
                 continue
-            pairs.update((u, v) for v in rows if v != u and (document[u] is None or document[u] != document[v]))
+            pairs.update((u, v) for v in rows if v != u and not (document[u] is not None and document[u] == document[v] and p.title == corpus[v].title))
     return _as_edge_index(sorted(pairs))
 
 

@@ -22,9 +22,10 @@ _NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w,.]?\d)|(?<![\w.,])\d{
 
 
 class RuleExtractor:
-    """Entities of each passage by rules: capitalised spans (split at name particles, leading
-    function words and possessives dropped, at least ``min_chars`` characters), dates and numbers
-    of two digits or more. Extracts no triples."""
+    """Entities of each passage by rules, from its NFKC-normalised text: capitalised spans (split
+    at name particles, leading function words and a closing possessive dropped, the owner of an
+    inner possessive kept too, at least ``min_chars`` characters), dates and whole numbers of two
+    digits or more. Extracts no triples."""
 
     name = "rules"
 

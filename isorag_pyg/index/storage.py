@@ -74,6 +74,8 @@ def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpe
                    ann: ANNIndex | StoredANN | None, next_id: int | None = None, max_tokens: int | None = None, **_: Any) -> dict[str, Any]:
     """What :func:`save_index` records about an index (without the file checksums); takes the
     index's constructor arguments."""
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
     return {
         "format_version": FORMAT_VERSION,
         "package": "isorag_pyg",

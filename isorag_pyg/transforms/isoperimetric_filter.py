@@ -148,6 +148,7 @@ def _edge_subgraph(data: Data, keep: Tensor) -> Data:
     for key, value in whole.items():
         out[key] = value
     if isinstance(data, Batch):
+        out._slice_dict, out._inc_dict = dict(data._slice_dict), dict(data._inc_dict)  # the input batch keeps its own
         graph_of_edge = data.batch[data.edge_index[0]]
         kept_per_graph = torch.bincount(graph_of_edge[keep], minlength=data.num_graphs).cpu()
         slices = torch.cat([kept_per_graph.new_zeros(1), kept_per_graph.cumsum(0)])
