@@ -150,8 +150,13 @@ def entity_mentions(text: str, min_chars: int = 4) -> set[str]:
     of a possessive inside it ("Dara Quen's Velmora" -> itself, "dara quen"). The text is
     NFKC-normalised first, so composed and decomposed accents, and full-width letters and
     digits, read alike."""
+    return names_in_normalized(unicodedata.normalize("NFKC", text), min_chars)
+
+
+def names_in_normalized(text: str, min_chars: int = 4) -> set[str]:
+    """:func:`entity_mentions` of text already NFKC-normalised (normalised once by a caller that also reads it otherwise)."""
     found = set()
-    for match in _CAPITALISED_SPAN.finditer(unicodedata.normalize("NFKC", text)):
+    for match in _CAPITALISED_SPAN.finditer(text):
         words = match.group().split()
         while words and words[0].casefold() in _LEADING_WORDS:
             words = words[1:]

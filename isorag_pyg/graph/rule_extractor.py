@@ -8,7 +8,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from isorag_pyg.graph.builders import entity_mentions
+from isorag_pyg.graph.builders import names_in_normalized
 from isorag_pyg.graph.extraction import Extraction
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class RuleExtractor:
         """The entity strings of one text, sorted (casefolded names, dates, numbers; the text
         NFKC-normalised first, as :func:`~isorag_pyg.graph.builders.entity_mentions` does)."""
         text = unicodedata.normalize("NFKC", text)
-        found = entity_mentions(text, self.min_chars)
+        found = names_in_normalized(text, self.min_chars)
         if self.numbers:
             found.update(m.group().casefold() for m in _DATE.finditer(text))
             found.update(m.group() for m in _NUMBER.finditer(text))
