@@ -65,6 +65,9 @@ def test_rule_extractor_reads_any_script_normal_forms_possessives_and_whole_numb
     assert extractor.extract_one("It opened in ２００７.") == ["2007"]  # full-width digits
     assert extractor.extract_one("Dara Quen's Velmora premiered in 1984.") == ["1984", "dara quen", "dara quen's velmora"]
     assert extractor.extract_one("1,2000 or 1990.5 or 123a4, but 1,200 and 2007.") == ["1,200", "2007"]  # never part of a number
+    # a footnote mark or exponent is no digit of the number before it, "™" no part of a name
+    assert extractor.extract_one("It opened in 1990², on 4²×12 km² of Windows™ land.") == ["12", "1990", "windows"]
+    assert normalize_entity("Windows™") == normalize_entity("windows") and normalize_entity("CO₂") == "co2"
     graph = entity_graph_from_extraction(extractor.extract([unicodedata.normalize("NFD", "Évian water"), "Water from Évian"]), 2)
     assert graph.names == ["évian"]
 

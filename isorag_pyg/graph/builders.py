@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 
 import ahocorasick
@@ -14,6 +13,7 @@ import torch
 from torch_geometric.utils import coalesce
 
 from isorag_pyg.datasets.types import Passage, QADataset
+from isorag_pyg.graph.text import normalize_text
 
 
 def _as_edge_index(pairs: list[tuple[int, int]]) -> torch.Tensor:
@@ -148,13 +148,13 @@ def entity_mentions(text: str, min_chars: int = 4) -> set[str]:
     without leading function words or a closing possessive, and also its parts split at name
     particles ("Lothair II of Lotharingia" -> itself, "lothair ii", "lotharingia") and the owner
     of a possessive inside it ("Dara Quen's Velmora" -> itself, "dara quen"). The text is
-    NFKC-normalised first, so composed and decomposed accents, and full-width letters and
-    digits, read alike."""
-    return names_in_normalized(unicodedata.normalize("NFKC", text), min_chars)
+    normalised first (:func:`~isorag_pyg.graph.text.normalize_text`), so composed and decomposed
+    accents, full-width letters and digits read alike and a footnote mark is no part of a name."""
+    return names_in_normalized(normalize_text(text), min_chars)
 
 
 def names_in_normalized(text: str, min_chars: int = 4) -> set[str]:
-    """:func:`entity_mentions` of text already NFKC-normalised (normalised once by a caller that also reads it otherwise)."""
+    """:func:`entity_mentions` of text already normalised by :func:`~isorag_pyg.graph.text.normalize_text` (once, by a caller that also reads it otherwise)."""
     found = set()
     for match in _CAPITALISED_SPAN.finditer(text):
         words = match.group().split()

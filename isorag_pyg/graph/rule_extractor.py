@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import logging
 import re
-import unicodedata
 from collections.abc import Sequence
 
 from isorag_pyg.graph.builders import names_in_normalized
 from isorag_pyg.graph.extraction import Extraction
+from isorag_pyg.graph.text import normalize_text
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ _NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w,.]?\d)|(?<![\w.,])\d{
 
 
 class RuleExtractor:
-    """Entities of each passage by rules, from its NFKC-normalised text: capitalised spans (split
+    """Entities of each passage by rules, from its normalised text: capitalised spans (split
     at name particles, leading function words and a closing possessive dropped, the owner of an
     inner possessive kept too, at least ``min_chars`` characters), dates and whole numbers of two
     digits or more. Extracts no triples."""
@@ -36,8 +36,8 @@ class RuleExtractor:
 
     def extract_one(self, text: str) -> list[str]:
         """The entity strings of one text, sorted (casefolded names, dates, numbers; the text
-        NFKC-normalised first, as :func:`~isorag_pyg.graph.builders.entity_mentions` does)."""
-        text = unicodedata.normalize("NFKC", text)
+        normalised first, as :func:`~isorag_pyg.graph.builders.entity_mentions` does)."""
+        text = normalize_text(text)
         found = names_in_normalized(text, self.min_chars)
         if self.numbers:
             found.update(m.group().casefold() for m in _DATE.finditer(text))
