@@ -13,7 +13,7 @@ import torch
 from torch_geometric.utils import coalesce
 
 from isorag_pyg.datasets.types import Passage, QADataset
-from isorag_pyg.graph.text import normalize_text
+from isorag_pyg.graph.text import normalize_unicode
 
 
 def _as_edge_index(pairs: list[tuple[int, int]]) -> torch.Tensor:
@@ -148,13 +148,13 @@ def entity_mentions(text: str, min_chars: int = 4) -> set[str]:
     without leading function words or a closing possessive, and also its parts split at name
     particles ("Lothair II of Lotharingia" -> itself, "lothair ii", "lotharingia") and the owner
     of a possessive inside it ("Dara Quen's Velmora" -> itself, "dara quen"). The text is
-    normalised first (:func:`~isorag_pyg.graph.text.normalize_text`), so composed and decomposed
+    normalised first (:func:`~isorag_pyg.graph.text.normalize_unicode`), so composed and decomposed
     accents, full-width letters and digits read alike and a footnote mark is no part of a name."""
-    return names_in_normalized(normalize_text(text), min_chars)
+    return names_in_normalized(normalize_unicode(text), min_chars)
 
 
 def names_in_normalized(text: str, min_chars: int = 4) -> set[str]:
-    """:func:`entity_mentions` of text already normalised by :func:`~isorag_pyg.graph.text.normalize_text` (once, by a caller that also reads it otherwise)."""
+    """:func:`entity_mentions` of text already normalised by :func:`~isorag_pyg.graph.text.normalize_unicode` (once, by a caller that also reads it otherwise)."""
     found = set()
     for match in _CAPITALISED_SPAN.finditer(text):
         words = match.group().split()

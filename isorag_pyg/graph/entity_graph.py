@@ -21,7 +21,7 @@ from torch import Tensor
 
 from isorag_pyg.graph.extraction import EntityExtractor, Extraction
 from isorag_pyg.graph.rule_extractor import RuleExtractor
-from isorag_pyg.graph.text import normalize_text
+from isorag_pyg.graph.text import normalize_unicode
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,10 @@ def _singular(word: str) -> str:
 
 
 def normalize_entity(name: str) -> str:
-    """The key under which entity strings merge: normalised (:func:`~isorag_pyg.graph.text.normalize_text`), casefolded, punctuation
+    """The key under which entity strings merge: normalised (:func:`~isorag_pyg.graph.text.normalize_unicode`), casefolded, punctuation
     dropped, a leading "the" dropped, simple plurals made singular ("The Beatles'" and "beatles"
     -> "beatle"); empty when nothing is left."""
-    words = _NON_WORD.sub(" ", normalize_text(name).casefold()).replace("_", " ").split()
+    words = _NON_WORD.sub(" ", normalize_unicode(name).casefold()).replace("_", " ").split()
     if len(words) > 1 and words[0] == "the":
         words = words[1:]
     return " ".join(_singular(w) for w in words)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from isorag_pyg.graph.builders import names_in_normalized
 from isorag_pyg.graph.extraction import Extraction
-from isorag_pyg.graph.text import normalize_text
+from isorag_pyg.graph.text import normalize_unicode
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class RuleExtractor:
     def extract_one(self, text: str) -> list[str]:
         """The entity strings of one text, sorted (casefolded names, dates, numbers; the text
         normalised first, as :func:`~isorag_pyg.graph.builders.entity_mentions` does)."""
-        text = normalize_text(text)
+        text = normalize_unicode(text)
         found = names_in_normalized(text, self.min_chars)
         if self.numbers:
             found.update(m.group().casefold() for m in _DATE.finditer(text))

@@ -11,12 +11,12 @@ import regex
 _SUPERSCRIPT = regex.compile(r"\p{Decomposition_Type=Super}")
 
 
-def normalize_text(text: str) -> str:
+def normalize_unicode(text: str) -> str:
     """``text`` NFKC-normalised (composed and decomposed accents, full-width letters and digits
     and ligatures read alike; subscripts become digits, "CO₂" -> "CO2"), superscript characters
     read as spaces first ("1990²" stays the year 1990, "Windows™" the name Windows).
 
-    >>> normalize_text("Windows™ 1990² ﬁve Ｆｕｌｌ")
+    >>> normalize_unicode("Windows™ 1990² ﬁve Ｆｕｌｌ")
     'Windows  1990  five Full'
     """
     return unicodedata.normalize("NFKC", _SUPERSCRIPT.sub(" ", text))
