@@ -105,6 +105,11 @@ def test_passage_files_in_every_format(tmp_path):
     assert [p.id for p in load_corpus(tmp_path / "c.json")[0]] == ["0", "1"]
     assert [(p.id, p.text) for p in load_corpus(tmp_path / "c.csv")[0]] == [("x", "alpha, with a comma"), ("y", "beta")]
     assert [p.text for p in load_corpus(tmp_path / "dict.json")[0]] == ["alpha sentences.", "beta"]
+    # {"data": [records]} is the records; a title "data" of a {title: [sentences]} corpus stays a passage
+    (tmp_path / "wrapped.json").write_text(json.dumps({"version": "1", "data": records}))
+    assert [(p.title, p.text) for p in load_corpus(tmp_path / "wrapped.json")[0]] == [("A", "alpha text"), ("B", "beta text")]
+    (tmp_path / "data_title.json").write_text(json.dumps({"data": ["Data are facts."], "B": "beta"}))
+    assert [(p.title, p.text) for p in load_corpus(tmp_path / "data_title.json")[0]] == [("data", "Data are facts."), ("B", "beta")]
     musique = [{"id": "q1", "question": "Q?", "answer": "a", "paragraphs": [
         {"idx": 0, "title": "T1", "paragraph_text": "first", "is_supporting": True},
         {"idx": 1, "title": "T2", "paragraph_text": "second", "is_supporting": False}]}]

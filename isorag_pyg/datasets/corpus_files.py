@@ -21,12 +21,13 @@ from isorag_pyg.datasets.formats import (
     QUESTION_PARSERS,
     RawPassage,
     _Record,
+    corpus_from_records,
     detect_question_format,
     normalize_text,
     question_format,
-    read_corpus,
     read_records,
     read_utf8,
+    unwrap_data,
 )
 from isorag_pyg.datasets.loader import build_corpus
 from isorag_pyg.datasets.types import MatchReport, Passage
@@ -144,12 +145,10 @@ def _checked(raw: list[RawPassage], path: Path) -> list[RawPassage]:
 
 
 def _read_records_file(path: Path) -> list[RawPassage]:
-    records = read_records(path)
-    if isinstance(records, dict) and isinstance(records.get("data"), list):
-        records = records["data"]
+    records = unwrap_data(read_records(path))
     if isinstance(records, list) and records and question_format(records[0]) and not {"text", "paragraph_text"} & set(records[0]):
         return _question_contexts(path, records)  # no passage fields, a question format: a question file
-    return _checked(read_corpus(path), path)
+    return _checked(corpus_from_records(path, records), path)
 
 
 def _question_contexts(path: Path, records: list[Any]) -> list[RawPassage]:

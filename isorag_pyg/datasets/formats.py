@@ -48,6 +48,15 @@ def join_sentences(sentences: list[str]) -> str:
     return normalize_text(" ".join(s.strip() for s in sentences))
 
 
+def unwrap_data(records: Any) -> Any:
+    """The record list of a file wrapped as ``{"data": [{...}, ...], ...}`` (SQuAD-style); any
+    other content unchanged. A ``{title: [sentences]}`` corpus is never unwrapped: its lists
+    hold strings, not records."""
+    if isinstance(records, dict) and isinstance(data := records.get("data"), list) and data and all(isinstance(r, dict) for r in data):
+        return data
+    return records
+
+
 def read_records(path: str | Path) -> Any:
     """Read ``.json`` (one document) or ``.jsonl`` (one document a line)."""
     path = Path(path)
@@ -238,9 +247,7 @@ def detect_question_format(path: Path, first: Any) -> str:
 def read_questions(path: str | Path) -> tuple[str, list[RawQuestion]]:
     """Read a question file in any supported format; returns (format name, questions)."""
     path = Path(path)
-    records = read_records(path)
-    if isinstance(records, dict) and "data" in records and isinstance(records["data"], list):
-        records = records["data"]
+    records = unwrap_data(read_records(path))
     if not isinstance(records, list):
         raise DatasetFormatError(path, f"expected a list of questions, got {type(records).__name__}")
     if not records:
@@ -259,9 +266,15 @@ def read_questions(path: str | Path) -> tuple[str, list[RawQuestion]]:
 
 
 def read_corpus(path: str | Path) -> list[RawPassage]:
-    """Read a corpus file: a ``[{title, text}]`` list or a ``{title: [sentences]}`` dict."""
+    """Read a corpus file: a ``[{title, text}]`` list (or ``{"data": [...]}`` of one) or a
+    ``{title: [sentences]}`` dict."""
     path = Path(path)
-    records = read_records(path)
+    return corpus_from_records(path, read_records(path))
+
+
+def corpus_from_records(path: Path, records: Any) -> list[RawPassage]:
+    """:func:`read_corpus` of a file already parsed (``records``; ``path`` names it in errors)."""
+    records = unwrap_data(records)
     passages: list[RawPassage] = []
     if isinstance(records, dict):
         for i, (title, body) in enumerate(records.items()):
