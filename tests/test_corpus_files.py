@@ -45,6 +45,13 @@ def test_title_is_the_first_heading_else_the_file_name():
     assert split_title("\n# Paris #\n\nThe capital.", "x")[0] == "Paris"
     assert split_title("## Sub heading\ntext", "x")[0] == "Sub heading"
     assert split_title("No heading here.\n# Later", "notes") == ("notes", "No heading here.\n# Later")
+    assert split_title("### C# tips\ntext", "x")[0] == "C# tips"  # a closing run of # needs a space before it
+
+
+def test_later_headings_stay_as_text_without_their_markup(tmp_path):
+    (tmp_path / "guide.md").write_text("# Guide\n\n## Install ##\nRun pip.\n\n### C# tips\nUse it.\n\n#hashtag stays\n")
+    passages, _ = load_corpus(tmp_path / "guide.md")
+    assert [(p.title, p.text) for p in passages] == [("Guide", "Install Run pip. C# tips Use it. #hashtag stays")]
 
 
 def test_folder_of_documents(tmp_path):
@@ -143,6 +150,9 @@ def test_bad_passage_files_are_clear_errors(tmp_path):
         load_corpus(tmp_path / "only_binary")
     with pytest.raises(FileNotFoundError):
         load_corpus(tmp_path / "missing")
+    for bad in (0, -3, 2.5, True):  # checked for passage files too, before anything is read
+        with pytest.raises(ValueError, match=f"max_tokens must be a positive integer, got {bad!r}"):
+            load_corpus(tmp_path / "missing", max_tokens=bad)
 
 
 def test_read_corpus_counts_tokens_with_the_encoders_tokenizer(tmp_path):

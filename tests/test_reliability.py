@@ -25,7 +25,8 @@ from safetensors.torch import load_file, save_file
 from test_server import Server
 
 from isorag_pyg import ISORAGIndex, PhiSpec
-from isorag_pyg.datasets.corpus_files import MAX_PASSAGE_CHARS, load_corpus
+from isorag_pyg.datasets.corpus_files import load_corpus
+from isorag_pyg.datasets.corpus_report import MAX_PASSAGE_CHARS
 from isorag_pyg.datasets.errors import DatasetFormatError
 from isorag_pyg.encoders.sentence import model_fingerprint
 from isorag_pyg.index import IndexFormatError

@@ -12,10 +12,10 @@ import io
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from isorag_pyg.datasets.corpus_report import DOCUMENT_SUFFIXES, MAX_PASSAGE_CHARS, CorpusReport
 from isorag_pyg.datasets.errors import DatasetFormatError
 from isorag_pyg.datasets.formats import (
     QUESTION_PARSERS,
@@ -34,54 +34,14 @@ from isorag_pyg.datasets.types import MatchReport, Passage
 
 log = logging.getLogger(__name__)
 
-DOCUMENT_SUFFIXES = (".txt", ".md")
 #: Tokens of text per passage when a folder of documents is split (the default encoder reads 256).
 DEFAULT_MAX_TOKENS = 200
-#: Characters beyond which a passage of a passage file, or a document's paragraph, is split (logged): no passage
-#: read is longer, and an index refuses one given directly: far beyond what an encoder reads (~1,000 characters).
-MAX_PASSAGE_CHARS = 20_000
 
 TokenCounter = Callable[[str], int]
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+# an ATX Markdown heading line ("## Install ##"); its text is group 1
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-@dataclass
-class CorpusReport:
-    """What a corpus read produced and what it skipped, by reason."""
-
-    source: str
-    passages: int = 0
-    documents: int = 0
-    duplicates_merged: int = 0
-    skipped_binary: list[str] = field(default_factory=list)
-    skipped_undecodable: list[str] = field(default_factory=list)
-    skipped_empty: list[str] = field(default_factory=list)
-    ignored_other_files: int = 0
-    split_long: list[str] = field(default_factory=list)  # passages over MAX_PASSAGE_CHARS, split
-
-    @property
-    def skipped(self) -> int:
-        return len(self.skipped_binary) + len(self.skipped_undecodable) + len(self.skipped_empty)
-
-    def summary(self) -> str:
-        parts = [f"{self.passages} passages"]
-        if self.documents:
-            parts.append(f"from {self.documents} documents")
-        if self.duplicates_merged:
-            parts.append(f"{self.duplicates_merged} duplicate passages merged")
-        for reason, names in (("binary", self.skipped_binary), ("not UTF-8", self.skipped_undecodable), ("empty", self.skipped_empty)):
-            if names:
-                shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-                parts.append(f"{len(names)} {reason} file(s) skipped ({shown})")
-        if self.split_long:
-            shown = ", ".join(self.split_long[:3]) + (", ..." if len(self.split_long) > 3 else "")
-            parts.append(f"{len(self.split_long)} passage(s) or document(s) with a paragraph over {MAX_PASSAGE_CHARS} characters split "
-                         f"into passages of at most the token budget and {MAX_PASSAGE_CHARS} characters ({shown})")
-        if self.ignored_other_files:
-            parts.append(f"{self.ignored_other_files} file(s) other than {'/'.join(DOCUMENT_SUFFIXES)} ignored")
-        return f"{self.source}: " + "; ".join(parts)
 
 
 def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_tokens: TokenCounter | None = None,
@@ -99,6 +59,7 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
         id_offset: records without ids are numbered from here (e.g. an index's ``next_id``).
             (default: ``0``)
     """
+    check_max_tokens(max_tokens)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or folder")
@@ -117,6 +78,13 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
     if report.skipped or report.split_long:
         log.warning("%s", report.summary())
     return corpus, report
+
+
+def check_max_tokens(max_tokens: int) -> int:
+    """``max_tokens`` if it is a positive integer, else a ``ValueError``."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    return max_tokens
 
 
 def reads_documents(path: Path) -> bool:
@@ -204,8 +172,6 @@ def _read_csv(path: Path) -> list[RawPassage]:
 
 def _read_documents(path: Path, max_tokens: int, count_tokens: TokenCounter, report: CorpusReport) -> list[RawPassage]:
     """A folder's documents, ids relative to it, or one document file, ids from its name."""
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     if path.is_file():
         return _read_document(path, path.name, max_tokens, count_tokens, report)
     raw: list[RawPassage] = []
@@ -230,6 +196,7 @@ def _read_document(file: Path, name: str, max_tokens: int, count_tokens: TokenCo
         report.skipped_undecodable.append(name)
         return []
     title, body = split_title(text, file.stem)
+    body = _HEADING.sub(r"\1", body)  # the other headings stay as text, without their markup
     chunks = split_passages(body, max_tokens, count_tokens)
     if not chunks:
         report.skipped_empty.append(name)

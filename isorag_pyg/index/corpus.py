@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS, MAX_PASSAGE_CHARS, load_corpus, reads_documents, tokenizer_counter
+from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS, check_max_tokens, load_corpus, reads_documents, tokenizer_counter
+from isorag_pyg.datasets.corpus_report import MAX_PASSAGE_CHARS
 from isorag_pyg.datasets.formats import RawPassage
 from isorag_pyg.datasets.loader import build_corpus
 from isorag_pyg.datasets.types import MatchReport, Passage
@@ -24,8 +25,7 @@ def read_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, encoder:
     document or folder of them split at paragraphs into at most ``max_tokens`` tokens of
     ``encoder``'s tokenizer (``None``: words). Skipped files are counted and logged; records
     without ids are numbered from ``id_offset`` (to add them to an index: its ``next_id``)."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    check_max_tokens(max_tokens)  # before the tokenizer loads
     counter = tokenizer_counter(resolve_model(encoder)) if encoder is not None and reads_documents(Path(path)) else None
     passages, _ = load_corpus(path, max_tokens, counter, id_offset)
     return passages

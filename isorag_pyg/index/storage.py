@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 from torch_geometric.data import Data
 
+from isorag_pyg.datasets.corpus_files import check_max_tokens
 from isorag_pyg.graph.entity_graph import attach_entity_nodes
 from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.directory import _manifest_digest, read_manifest, write_index_dir
@@ -74,8 +75,8 @@ def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpe
                    ann: ANNIndex | StoredANN | None, next_id: int | None = None, max_tokens: int | None = None, **_: Any) -> dict[str, Any]:
     """What :func:`save_index` records about an index (without the file checksums); takes the
     index's constructor arguments."""
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if max_tokens is not None:
+        check_max_tokens(max_tokens)
     return {
         "format_version": FORMAT_VERSION,
         "package": "isorag_pyg",
