@@ -32,6 +32,8 @@ from isorag_pyg.encoders.sentence import model_fingerprint
 from isorag_pyg.index import IndexFormatError
 from isorag_pyg.index.locking import IndexLockTimeout, StaleIndexError
 from isorag_pyg.index.storage import MANIFEST, _manifest_digest
+from isorag_pyg.server.engine import RetrievalEngine
+from isorag_pyg.server.reloading import ServedIndex
 
 TOWNS = ["Velmora", "Kostrov", "Aldania", "Brill", "Dara", "Quen", "Orlin", "Sarn", "Tavi", "Umber", "Wend", "Yarrow"]
 
@@ -496,6 +498,25 @@ def test_the_server_follows_its_index_without_a_failed_request(copy, tmp_path):
         assert refused.status_code == 409 and f"still serving version {reloaded['version']}" in refused.json()["detail"]
     finally:
         server.stop()
+
+
+def test_the_watch_opens_a_bad_version_once(copy, monkeypatch):
+    served = ServedIndex(copy, RetrievalEngine(ISORAGIndex.load(copy)))
+    loads = []
+    real_load = ISORAGIndex.load
+    monkeypatch.setattr(ISORAGIndex, "load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    assert served.poll() is None and loads == []  # nothing new on disk
+    good = {key: value.clone() for key, value in load_file(copy / "tensors.safetensors").items()}  # not a view of the file
+    (copy / "tensors.safetensors").write_bytes(b"garbage")
+    rewrite(copy, edit=lambda m: m.update(generation=m["generation"] + 1))
+    with pytest.raises(IndexFormatError):
+        served.poll()
+    assert served.poll() is None and served.poll() is None and len(loads) == 1  # refused once, then left alone
+    with pytest.raises(IndexFormatError):
+        served.reload()  # POST /reload still tries it
+    assert len(loads) == 2
+    rewrite(copy, tensors=good, edit=lambda m: m.update(generation=m["generation"] + 1))  # a newer, good version
+    assert served.poll()["reloaded"] and served.version == served.refused_version + 1 and len(loads) == 3
 
 
 @pytest.mark.slow

@@ -163,17 +163,14 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
                                                                    settings.max_pending)
 
     async def watch(seconds: float) -> None:
-        refused = None  # the last refusal logged: a bad version on disk is reported once, not every interval
         while True:
             await asyncio.sleep(seconds)
             try:
-                if served.changed_on_disk():
-                    log.warning("index %s: serving version %s", served.directory, (await asyncio.to_thread(served.reload))["version"])
-                    refused = None
-            except Exception as err:  # noqa: BLE001 - a bad new version: keep serving the current one
-                if str(err) != refused:
-                    log.warning("index %s: not reloaded (%s); still serving version %d", served.directory, err, served.version)
-                refused = str(err)
+                if (outcome := await asyncio.to_thread(served.poll)) is not None and outcome["reloaded"]:
+                    log.warning("index %s: serving version %s", served.directory, outcome["version"])
+            except Exception as err:  # noqa: BLE001 - a bad new version (reported once): keep serving the current one
+                log.warning("index %s: version %s not reloaded (%s); still serving version %d (a newer save, or POST /reload, tries again)",
+                            served.directory, served.refused_version, err, served.version)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -50,6 +50,7 @@ class ServedIndex:
         self.serving_encoder = serving_encoder
         self._reload_lock = threading.Lock()
         self.reloads = 0
+        self.refused_version: int | None = None  # the version on disk the watch failed to open (not tried again)
         self.frozen = False  # the objects loaded are out of the collector's full collections (freeze)
         self._refreeze = False  # a reload replaced the version: free it and freeze anew before the next batch
 
@@ -85,6 +86,20 @@ class ServedIndex:
 
     def changed_on_disk(self) -> bool:
         return read_generation(self.directory) != self.version
+
+    def poll(self) -> dict[str, Any] | None:
+        """The manifest watch's step: :meth:`reload` when the directory holds a version neither
+        served nor refused before; ``None`` when there is nothing new. A version that cannot be
+        opened raises once and is then left alone (not loaded and verified again every interval)
+        until a newer one is saved; :meth:`reload` (``POST /reload``) still retries it."""
+        on_disk = read_generation(self.directory)
+        if on_disk in (self.version, self.refused_version):
+            return None
+        try:
+            return self.reload()
+        except Exception:
+            self.refused_version = on_disk
+            raise
 
     def reload(self) -> dict[str, Any]:
         """Serve the version saved in ``directory`` if it is newer; errors leave the current one."""
