@@ -59,7 +59,7 @@ import aiohttp
 import numpy as np
 
 from benchmarks.common import REPO, results_name, setup, write_json
-from isorag_pyg.cli import ENCODER_BACKENDS
+from isorag_pyg.cli.parser import ENCODER_BACKENDS
 from isorag_pyg.server.latency import percentile_ms
 from isorag_pyg.utils.memory import freeze_long_lived
 

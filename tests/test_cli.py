@@ -100,6 +100,10 @@ def test_add_and_remove_update_the_saved_index(built, tmp_path):
     done = isorag("add", str(index_dir), str(tmp_path / "more"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "1 passages added" in done.stdout and "5 passages" in done.stdout
+    version = json.loads(isorag("info", str(index_dir)).stdout)["generation"]
+    done = isorag("add", str(index_dir), str(tmp_path / "more"))  # nothing new: no new version written
+    assert done.returncode == 0 and "0 passages added" in done.stdout and f"(version {version}, unchanged)" in done.stdout
+    assert json.loads(isorag("info", str(index_dir)).stdout)["generation"] == version
     hits = json.loads(isorag("query", str(index_dir), "Which university did Dara Quen attend?", "-k", "2", "--json").stdout)
     assert "brill.md#0" in {r["id"] for r in hits["results"]}
     done = isorag("remove", str(index_dir), "brill.md#0", "notes.pdf")

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from isorag_pyg.cli import _parser
+from isorag_pyg.cli.parser import build_parser
 from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS
 from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, graph_knobs
 from isorag_pyg.index.registry import resolve_knobs
 from isorag_pyg.jobs.config import plain
 from isorag_pyg.knobs import BM25Knobs, DenseKnobs, ISOKnobs, PhiSpec, PPRKnobs
 from isorag_pyg.retrieval import BM25Retriever, DenseRetriever, GlobalPPRRetriever, ISORetriever
+from isorag_pyg.server.settings import ServerSettings
 from isorag_pyg.training import (
     DEFAULT_TRAINER,
     FThetaConfig,
@@ -105,7 +106,7 @@ def test_docs_knob_table_equals_the_dataclasses():
 
 
 def test_cli_defaults_and_help_come_from_the_library():
-    commands = _parser()._subparsers._group_actions[0].choices
+    commands = build_parser()._subparsers._group_actions[0].choices
     expected = {
         "index": {"p": PhiSpec.p, "shell_floor": PhiSpec.shell_floor, "epochs": DEFAULT_TRAINER["max_epochs"], "seed": FThetaConfig.seed,
                   "max_tokens": DEFAULT_MAX_TOKENS},
@@ -118,3 +119,6 @@ def test_cli_defaults_and_help_come_from_the_library():
             assert f"(default: {value:g})" in actions[dest].help, (command, dest)
     add_max_tokens = next(action for action in commands["add"]._actions if action.dest == "max_tokens")
     assert add_max_tokens.default is None and f"(default: the index's own, else {DEFAULT_MAX_TOKENS})" in add_max_tokens.help
+    serve = {action.dest: action for action in commands["serve"]._actions}  # unset unless given, so --no-batching can refuse them
+    assert serve["max_batch"].default is None and f"(default: {ServerSettings().max_batch})" in serve["max_batch"].help
+    assert serve["batch_window_ms"].default is None and f"(default: {ServerSettings().batch_window_ms:g})" in serve["batch_window_ms"].help

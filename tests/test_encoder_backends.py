@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from isorag_pyg.cli import ENCODER_BACKENDS, main
+from isorag_pyg.cli import main
+from isorag_pyg.cli.parser import ENCODER_BACKENDS
 from isorag_pyg.encoders import SentenceEncoder
 from isorag_pyg.encoders.backends import BACKENDS, MissingBackendError, check_backend, token_batches, tokenize
 from isorag_pyg.encoders.query_cache import LRUQueryEncoder

@@ -216,6 +216,7 @@ def test_start_up_errors_are_one_line_and_a_non_zero_exit(index_dir, tmp_path):
             ((str(tmp_path / "missing"),), "no such index directory"),
             ((str(index_dir), "--port", port), f"cannot listen on 127.0.0.1:{port}"),
             ((str(index_dir), "--max-batch", "0"), "max_batch must be a positive integer"),
+            ((str(index_dir), "--no-batching", "--max-batch", "64"), "--no-batching answers every request on its own"),
         ]
         for args, message in cases:
             done = subprocess.run([sys.executable, "-m", "isorag_pyg.cli", "serve", *args], check=False, capture_output=True, text=True, timeout=300)

@@ -7,8 +7,8 @@ Question formats (detected from the first record):
 * ``ircot``       IRCoT processed: ``question_id, question_text, answers_objects, contexts``
 * ``titles_only`` HippoRAG / GFM-RAG: ``supporting_facts`` is a list of gold titles
 
-Corpus formats: a list of ``{title, text}`` records (``paragraph_text`` also accepted,
-``id``/``idx`` kept when present) or a dict ``{title: [sentences]}`` / ``{title: text}``.
+Corpus formats: a list of ``{title, text}`` records (``paragraph_text`` also accepted, ``id``/``idx``
+kept when present; or ``{"data": [...]}`` of them) or a dict ``{title: [sentences]}`` / ``{title: text}``.
 """
 from __future__ import annotations
 
@@ -49,9 +49,8 @@ def join_sentences(sentences: list[str]) -> str:
 
 
 def unwrap_data(records: Any) -> Any:
-    """The record list of a file wrapped as ``{"data": [{...}, ...], ...}`` (SQuAD-style); any
-    other content unchanged. A ``{title: [sentences]}`` corpus is never unwrapped: its lists
-    hold strings, not records."""
+    """The records of a file wrapped as ``{"data": [{...}, ...]}``, else ``records`` (a
+    ``{title: [sentences]}`` corpus's lists hold strings, not records)."""
     if isinstance(records, dict) and isinstance(data := records.get("data"), list) and data and all(isinstance(r, dict) for r in data):
         return data
     return records
@@ -266,8 +265,7 @@ def read_questions(path: str | Path) -> tuple[str, list[RawQuestion]]:
 
 
 def read_corpus(path: str | Path) -> list[RawPassage]:
-    """Read a corpus file: a ``[{title, text}]`` list (or ``{"data": [...]}`` of one) or a
-    ``{title: [sentences]}`` dict."""
+    """Read a corpus file, in any of the corpus formats (module docstring)."""
     path = Path(path)
     return corpus_from_records(path, read_records(path))
 

@@ -1,0 +1,124 @@
+"""The ``isorag`` command line's arguments (argparse), light to import: no torch until a command runs."""
+from __future__ import annotations
+
+import argparse
+
+ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")  #: a copy of encoders.backends.BACKENDS (tested equal)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line and exit status 1, like every other error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``isorag`` command line: one subcommand per job, each with its options and defaults."""
+    from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS  # light: no torch
+    from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S
+    from isorag_pyg.knobs import PhiSpec  # light: dataclasses only
+    from isorag_pyg.server.settings import ServerSettings
+    from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig
+
+    epochs, seed = DEFAULT_TRAINER["max_epochs"], FThetaConfig.seed
+    parser = _Parser(prog="isorag", description="ISO-RAG: graph retrieval with isoperimetric noise control.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    build = commands.add_parser("index", help="build an index of a corpus and save it")
+    build.add_argument("corpus", help="a .jsonl/.json/.csv file of passages, a dataset file, or a .txt/.md document or folder of them")
+    build.add_argument("out_dir", help="where to save the index (an existing index there is replaced atomically)")
+    build.add_argument("--graph", default="auto", help="graph builders, '+'-separated: title_mention, entity_graph, adjacent, knn, ... "
+                       "(default: auto, chosen by what the corpus supports)")
+    build.add_argument("--encoder", default=None, help="sentence-transformers name or path (default: the bundled all-MiniLM-L6-v2)")
+    build.add_argument("--epochs", type=int, default=epochs, help=f"f_θ training epochs (default: {epochs})")
+    build.add_argument("--p", type=float, default=PhiSpec.p,
+                       help=f"φ's volume exponent: 0 counts nodes and needs no f_θ, > 0 trains f_θ for hyperbolic volumes (default: {PhiSpec.p:g})")
+    build.add_argument("--shell-floor", type=float, default=PhiSpec.shell_floor, help=f"φ's shell floor (default: {PhiSpec.shell_floor:g})")
+    build.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
+                       help=f"tokens per passage when splitting documents (default: {DEFAULT_MAX_TOKENS})")
+    build.add_argument("--ann", choices=["exact", "hnsw", "ivf"], default="exact",
+                       help="dense candidates: scan every passage, or a FAISS hnsw / ivf index at its default parameters (default: exact)")
+    build.add_argument("--encoder-backend", default="torch", choices=[*ENCODER_BACKENDS, "openai"],
+                       help="how passages and questions are embedded: sentence-transformers on torch, ONNX Runtime fp32 or int8, OpenVINO fp32 or bf16, "
+                            "or an OpenAI-compatible server (--encoder names its model; OPENAI_BASE_URL, OPENAI_API_KEY) (default: torch)")
+    build.add_argument("--pool-tokens", action="store_true", help="with --encoder-backend openai: average the per-token vectors of a "
+                       "server that does not pool them (llama-cpp-python's over a GGUF without a pooling type)")
+    build.add_argument("--encode-devices", nargs="+", default=None, metavar="DEVICE",
+                       help="encode in one process per device, e.g. cuda:0 cuda:1, or cpu cpu cpu cpu (default: one process)")
+    build.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="encode on Ray actors: alone, a Ray instance on this machine; or a cluster (auto, ray://head:10001)")
+    build.add_argument("--ray-workers", type=int, default=2, help="encoder actors with --ray, one per GPU or CPU worker (default: 2)")
+    build.add_argument("--ray-cpus", type=float, default=1.0, help="CPUs per encoder actor with --ray (default: 1)")
+    build.add_argument("--ray-gpus", type=float, default=0.0, help="GPUs per encoder actor with --ray (default: 0)")
+    build.add_argument("--seed", type=int, default=seed, help=f"f_θ's training seed (default: {seed})")
+    build.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    query = commands.add_parser("query", help="retrieve passages for questions")
+    query.add_argument("index_dir")
+    query.add_argument("questions", nargs="+", help="one or more questions")
+    query.add_argument("-k", type=int, default=5, help="passages per question (default: 5)")
+    query.add_argument("--retriever", default="iso", help="iso, iso_uniform, iso_shuffled, iso_random, dense, bm25, ppr (default: iso)")
+    query.add_argument("--json", action="store_true", help="one JSON object per question: {question, results: [{id, title, text, score}]}")
+    query.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
+    query.add_argument("--timings", action="store_true", help="print seconds spent on imports, loading, model and retrieval to stderr (JSON)")
+
+    add = commands.add_parser("add", help="add the passages of a corpus to an index (saved atomically)")
+    add.add_argument("index_dir")
+    add.add_argument("corpus", help="passages to add, in any format `isorag index` reads")
+    add.add_argument("--refit", action="store_true", help="train f_θ again on the updated graph (default: keep f_θ)")
+    add.add_argument("--epochs", type=int, default=epochs, help=f"f_θ training epochs with --refit (default: {epochs})")
+    add.add_argument("--seed", type=int, default=seed, help=f"f_θ's training seed with --refit (default: {seed})")
+    add.add_argument("--max-tokens", type=int, default=None,
+                       help=f"tokens per passage when splitting documents (default: the index's own, else {DEFAULT_MAX_TOKENS})")
+
+    remove = commands.add_parser("remove", help="remove passages from an index by id (saved atomically)")
+    remove.add_argument("index_dir")
+    remove.add_argument("ids", nargs="+", help="passage ids")
+
+    tune = commands.add_parser("tune", help="tune ISO-RAG's knobs on questions with gold passages; store them if they win held out")
+    tune.add_argument("index_dir")
+    tune.add_argument("questions", help="JSON/JSONL of {question, gold_ids}, or any dataset question file (gold matched by title/text)")
+    tune.add_argument("--grid", nargs="+", default=None, metavar="KNOB=V1,V2", help="the search grid (default: beta, alpha, hops)")
+    tune.add_argument("--folds", type=int, default=2, help="cross-validation folds (default: 2)")
+    tune.add_argument("--dry-run", action="store_true", help="report, but do not store the knobs")
+    for writer in (build, add, remove, tune):
+        writer.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S,
+                            help=f"seconds to wait for another writer of the index to finish (default: {DEFAULT_LOCK_TIMEOUT_S:g})")
+
+    info = commands.add_parser("info", help="show an index's manifest and graph statistics")
+    info.add_argument("index_dir")
+    info.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
+
+    defaults = ServerSettings()
+    serve = commands.add_parser("serve", help="serve an index over HTTP (POST /retrieve, GET /health, GET /info)")
+    serve.add_argument("index_dir")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port 1-65535; 0 picks a free one (default: 8000)")
+    serve.add_argument("--batch-window-ms", type=float, default=None,
+                       help=f"how long a request waits for others to share its batch (default: {defaults.batch_window_ms:g})")
+    serve.add_argument("--max-batch", type=int, default=None, help=f"questions per batched call (default: {defaults.max_batch})")
+    serve.add_argument("--no-batching", action="store_true", help="answer every request on its own (--max-batch 1 --batch-window-ms 0)")
+    serve.add_argument("--max-questions", type=int, default=defaults.max_questions,
+                       help=f"questions per request (default: {defaults.max_questions})")
+    serve.add_argument("--max-k", type=int, default=defaults.max_k, help=f"largest k a request may ask for (default: {defaults.max_k})")
+    serve.add_argument("--max-question-chars", type=int, default=defaults.max_question_chars,
+                       help=f"characters per question (default: {defaults.max_question_chars})")
+    serve.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes,
+                       help=f"request body size (default: {defaults.max_body_bytes})")
+    serve.add_argument("--max-pending", type=int, default=defaults.max_pending,
+                       help=f"queued questions beyond which requests get 503 (default: {defaults.max_pending})")
+    serve.add_argument("--threads", type=int, default=None, help="torch threads for encoding and retrieval (default: one per core)")
+    serve.add_argument("--encoder-backend", default=None, choices=ENCODER_BACKENDS,
+                       help="embed questions on another backend with the same fingerprint (torch, onnx, openvino, openvino-bf16) "
+                            "(default: the index's)")
+    serve.add_argument("--query-cache", type=int, default=defaults.query_cache,
+                       help=f"question embeddings kept in an LRU cache; 0 turns it off (default: {defaults.query_cache})")
+    serve.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
+    serve.add_argument("--read-timeout", type=float, default=defaults.read_timeout_s,
+                       help=f"seconds a client has to send its whole request; slower connections are closed (default: {defaults.read_timeout_s:g})")
+    serve.add_argument("--max-connections", type=int, default=defaults.max_connections,
+                       help=f"open connections beyond which requests get 503 (default: {defaults.max_connections})")
+    serve.add_argument("--watch-seconds", type=float, default=None,
+                       help="check the index's manifest this often and serve a newly saved version (default: only on POST /reload)")
+    return parser

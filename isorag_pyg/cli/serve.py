@@ -1,0 +1,20 @@
+"""``isorag serve``: the HTTP server over a saved index."""
+from __future__ import annotations
+
+import argparse
+
+
+def run_serve(args: argparse.Namespace) -> list[str]:
+    """Serve until interrupted; prints nothing on stdout."""
+    from isorag_pyg.server.runner import serve  # light until the address is bound
+    from isorag_pyg.server.settings import ServerSettings
+
+    limits = {"max_questions": args.max_questions, "max_k": args.max_k, "max_question_chars": args.max_question_chars,
+              "max_body_bytes": args.max_body_bytes, "max_pending": args.max_pending, "query_cache": args.query_cache,
+              "watch_seconds": args.watch_seconds, "read_timeout_s": args.read_timeout, "max_connections": args.max_connections}
+    batching = {knob: value for knob, value in (("batch_window_ms", args.batch_window_ms), ("max_batch", args.max_batch)) if value is not None}
+    if args.no_batching and batching:
+        raise ValueError("--no-batching answers every request on its own: drop --max-batch and --batch-window-ms")
+    settings = ServerSettings.unbatched(**limits) if args.no_batching else ServerSettings(**batching, **limits)
+    serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify, threads=args.threads, encoder_backend=args.encoder_backend)
+    return []
