@@ -68,6 +68,7 @@ def test_rule_extractor_reads_any_script_normal_forms_possessives_and_whole_numb
     # a footnote mark or exponent is no digit of the number before it, "™" no part of a name
     assert extractor.extract_one("It opened in 1990², on 4²×12 km² of Windows™ land.") == ["12", "1990", "windows"]
     assert normalize_entity("Windows™") == normalize_entity("windows") and normalize_entity("CO₂") == "co2"
+    assert extractor.extract_one("MᶜLeod met Xʷməθkʷəy̓əm elders.") == ["mcleod", "xwməθkwəy̓əm"]  # superscript letters stay letters
     graph = entity_graph_from_extraction(extractor.extract([unicodedata.normalize("NFD", "Évian water"), "Water from Évian"]), 2)
     assert graph.names == ["évian"]
 

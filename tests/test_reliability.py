@@ -500,23 +500,32 @@ def test_the_server_follows_its_index_without_a_failed_request(copy, tmp_path):
         server.stop()
 
 
-def test_the_watch_opens_a_bad_version_once(copy, monkeypatch):
+def test_the_watch_opens_a_bad_version_again_only_after_a_growing_wait(copy, monkeypatch):
     served = ServedIndex(copy, RetrievalEngine(ISORAGIndex.load(copy)))
-    loads = []
+    loads, now = [], [1000.0]
     real_load = ISORAGIndex.load
     monkeypatch.setattr(ISORAGIndex, "load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    monkeypatch.setattr("isorag_pyg.server.reloading.time.monotonic", lambda: now[0])
     assert served.poll() is None and loads == []  # nothing new on disk
     good = {key: value.clone() for key, value in load_file(copy / "tensors.safetensors").items()}  # not a view of the file
     (copy / "tensors.safetensors").write_bytes(b"garbage")
     rewrite(copy, edit=lambda m: m.update(generation=m["generation"] + 1))
     with pytest.raises(IndexFormatError):
         served.poll()
-    assert served.poll() is None and served.poll() is None and len(loads) == 1  # refused once, then left alone
+    assert (len(loads), served.retry_in_s) == (1, ServedIndex.RETRY_FIRST_S)
+    now[0] += 29
+    assert served.poll() is None and served.poll() is None and len(loads) == 1  # left alone meanwhile
     with pytest.raises(IndexFormatError):
-        served.reload()  # POST /reload still tries it
-    assert len(loads) == 2
-    rewrite(copy, tensors=good, edit=lambda m: m.update(generation=m["generation"] + 1))  # a newer, good version
-    assert served.poll()["reloaded"] and served.version == served.refused_version + 1 and len(loads) == 3
+        served.reload()  # POST /reload opens it whenever asked
+    now[0] += 2
+    with pytest.raises(IndexFormatError):
+        served.poll()  # 30 s on: opened again, still bad, so the wait doubles
+    assert (len(loads), served.retry_in_s) == (3, 2 * ServedIndex.RETRY_FIRST_S)
+    rewrite(copy, tensors=good)  # repaired under the same version number (a copy that finished landing)
+    now[0] += 59
+    assert served.poll() is None and len(loads) == 3
+    now[0] += 2
+    assert served.poll()["reloaded"] and served.version == served.refused_version and len(loads) == 4
 
 
 @pytest.mark.slow

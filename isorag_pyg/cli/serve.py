@@ -13,8 +13,9 @@ def run_serve(args: argparse.Namespace) -> list[str]:
               "max_body_bytes": args.max_body_bytes, "max_pending": args.max_pending, "query_cache": args.query_cache,
               "watch_seconds": args.watch_seconds, "read_timeout_s": args.read_timeout, "max_connections": args.max_connections}
     batching = {knob: value for knob, value in (("batch_window_ms", args.batch_window_ms), ("max_batch", args.max_batch)) if value is not None}
-    if args.no_batching and batching:
-        raise ValueError("--no-batching answers every request on its own: drop --max-batch and --batch-window-ms")
-    settings = ServerSettings.unbatched(**limits) if args.no_batching else ServerSettings(**batching, **limits)
+    unbatched = ServerSettings.unbatched(**limits)
+    if args.no_batching and any(value != getattr(unbatched, knob) for knob, value in batching.items()):
+        raise ValueError("--no-batching answers every request on its own (--max-batch 1 --batch-window-ms 0): drop --max-batch and --batch-window-ms")
+    settings = unbatched if args.no_batching else ServerSettings(**batching, **limits)
     serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify, threads=args.threads, encoder_backend=args.encoder_backend)
     return []

@@ -38,8 +38,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_TOKENS = 200
 
 TokenCounter = Callable[[str], int]
-# an ATX Markdown heading line ("## Install ##"); its text is group 1
-_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+# an ATX Markdown heading line ("## Install ##"; closing #s after a space); its text is group 1
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)(?:\s+#+)?\s*$")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -196,7 +196,6 @@ def _read_document(file: Path, name: str, max_tokens: int, count_tokens: TokenCo
         report.skipped_undecodable.append(name)
         return []
     title, body = split_title(text, file.stem)
-    body = _HEADING.sub(r"\1", body)  # the other headings stay as text, without their markup
     chunks = split_passages(body, max_tokens, count_tokens)
     if not chunks:
         report.skipped_empty.append(name)

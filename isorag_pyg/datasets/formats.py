@@ -44,14 +44,10 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
-def join_sentences(sentences: list[str]) -> str:
-    return normalize_text(" ".join(s.strip() for s in sentences))
-
-
 def unwrap_data(records: Any) -> Any:
     """The records of a file wrapped as ``{"data": [{...}, ...]}``, else ``records`` (a
     ``{title: [sentences]}`` corpus's lists hold strings, not records)."""
-    if isinstance(records, dict) and isinstance(data := records.get("data"), list) and data and all(isinstance(r, dict) for r in data):
+    if isinstance(records, dict) and isinstance(data := records.get("data"), list) and (all(isinstance(r, dict) for r in data) if data else len(records) == 1):
         return data
     return records
 
@@ -161,7 +157,7 @@ def _parse_hotpot(rec: _Record) -> RawQuestion:
     for j, item in enumerate(rec.get("context", kind=list)):
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], list)):
             raise rec.error(f"context[{j}]", "expected [title, [sentences]]")
-        context.append((str(item[0]).strip(), join_sentences([str(s) for s in item[1]])))
+        context.append((str(item[0]).strip(), normalize_text(" ".join(map(str, item[1])))))
     by_title = {title: text for title, text in context}
     gold: list[tuple[str, str | None]] = []
     for j, fact in enumerate(rec.get("supporting_facts", kind=list)):
@@ -276,12 +272,13 @@ def corpus_from_records(path: Path, records: Any) -> list[RawPassage]:
     passages: list[RawPassage] = []
     if isinstance(records, dict):
         for i, (title, body) in enumerate(records.items()):
-            if isinstance(body, list):
-                text = join_sentences([str(s) for s in body])
+            if isinstance(body, list) and all(isinstance(s, (str, int, float)) for s in body):
+                text = normalize_text(" ".join(map(str, body)))
             elif isinstance(body, str):
                 text = normalize_text(body)
             else:
-                raise DatasetFormatError(path, f"expected sentences or text, got {type(body).__name__}", record=i, field=title)
+                got = "list holding records or lists" if isinstance(body, list) else type(body).__name__
+                raise DatasetFormatError(path, f"expected a list of sentences or a text, got {got}", record=i, field=title)
             passages.append(RawPassage(None, str(title).strip(), text))
     elif isinstance(records, list):
         for i, data in enumerate(records):

@@ -168,9 +168,9 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
             try:
                 if (outcome := await asyncio.to_thread(served.poll)) is not None and outcome["reloaded"]:
                     log.warning("index %s: serving version %s", served.directory, outcome["version"])
-            except Exception as err:  # noqa: BLE001 - a bad new version (reported once): keep serving the current one
-                log.warning("index %s: version %s not reloaded (%s); still serving version %d (a newer save, or POST /reload, tries again)",
-                            served.directory, served.refused_version, err, served.version)
+            except Exception as err:  # noqa: BLE001 - a bad new version: keep serving the current one
+                log.warning("index %s: version %s not reloaded (%s); still serving version %d (opened again in %.0f s, at a newer save or on "
+                            "POST /reload)", served.directory, served.refused_version, err, served.version, served.retry_in_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,9 @@ class ServedIndex:
         self.serving_encoder = serving_encoder
         self._reload_lock = threading.Lock()
         self.reloads = 0
-        self.refused_version: int | None = None  # the version on disk the watch failed to open (not tried again)
+        self.refused_version: int | None = None  # the version on disk the watch failed to open last
+        self.retry_in_s = 0.0  # and how long it waits before opening that version again
+        self._retry_at = 0.0
         self.frozen = False  # the objects loaded are out of the collector's full collections (freeze)
         self._refreeze = False  # a reload replaced the version: free it and freeze anew before the next batch
 
@@ -87,18 +90,25 @@ class ServedIndex:
     def changed_on_disk(self) -> bool:
         return read_generation(self.directory) != self.version
 
+    #: The watch opens a version it could not open again after this many seconds, twice as long
+    #: after each failure, at most :attr:`RETRY_MAX_S` (a copy still landing, a passing error).
+    RETRY_FIRST_S, RETRY_MAX_S = 30.0, 960.0
+
     def poll(self) -> dict[str, Any] | None:
-        """The manifest watch's step: :meth:`reload` when the directory holds a version neither
-        served nor refused before; ``None`` when there is nothing new. A version that cannot be
-        opened raises once and is then left alone (not loaded and verified again every interval)
-        until a newer one is saved; :meth:`reload` (``POST /reload``) still retries it."""
+        """The manifest watch's step: :meth:`reload` when the directory holds a version other than
+        the one served; ``None`` when there is nothing new. A version that cannot be opened
+        raises, and is then left alone for :attr:`retry_in_s` seconds (30 s, doubling after each
+        failure up to 16 min) instead of being loaded and verified again every interval; a newer
+        version is opened at once, and :meth:`reload` (``POST /reload``) opens it whenever asked."""
         on_disk = read_generation(self.directory)
-        if on_disk in (self.version, self.refused_version):
+        if on_disk == self.version or (on_disk == self.refused_version and time.monotonic() < self._retry_at):
             return None
         try:
             return self.reload()
         except Exception:
-            self.refused_version = on_disk
+            again = on_disk == self.refused_version
+            self.retry_in_s = min(2 * self.retry_in_s, self.RETRY_MAX_S) if again else self.RETRY_FIRST_S
+            self.refused_version, self._retry_at = on_disk, time.monotonic() + self.retry_in_s
             raise
 
     def reload(self) -> dict[str, Any]:
