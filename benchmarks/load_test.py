@@ -125,9 +125,10 @@ class ServerProcess:
 def servers(plan: dict[str, tuple[Path, list[str], str]], work: Path, window_ms: float, max_batch: int, threads: int | None,
             query_cache: int) -> Iterator[dict[str, str]]:
     """Both servers, started side by side; name -> URL."""
-    batching = ["--batch-window-ms", str(window_ms), "--max-batch", str(max_batch), "--query-cache", str(query_cache)]
-    batching += ["--threads", str(threads)] if threads else []
-    running = {mode: ServerProcess(index_dir, work / f"serve-{mode}.log", batching + args) for mode, (index_dir, args, _) in plan.items()}
+    common = ["--query-cache", str(query_cache)] + (["--threads", str(threads)] if threads else [])
+    batching = ["--batch-window-ms", str(window_ms), "--max-batch", str(max_batch)]  # for the servers that batch
+    running = {mode: ServerProcess(index_dir, work / f"serve-{mode}.log", common + ([] if "--no-batching" in args else batching) + args)
+               for mode, (index_dir, args, _) in plan.items()}
     try:
         yield {mode: server.ready() for mode, server in running.items()}
     finally:
