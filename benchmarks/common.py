@@ -14,7 +14,7 @@ import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 from torchmetrics.functional.classification import binary_auroc
 
+from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import QADataset
+from isorag_pyg.datasets.types import Passage
+from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.index.cache import cached_index
 from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
 from isorag_pyg.jobs import config as conf
@@ -269,3 +272,60 @@ class Spread:
         shares = [requests[i * len(requests) // n:(i + 1) * len(requests) // n] for i in range(n)]
         with ThreadPoolExecutor(max_workers=n) as pool:
             return [record for part in pool.map(lambda g, r: g.generate(r), self.generators, shares) for record in part]
+
+
+# ------------------------------------------------------------------ corpora with titles blanked (untitled*.py)
+
+
+def blanked(corpus: list[Passage], keep: float = 0.0, seed: int = 0) -> list[Passage]:
+    """The corpus with every title blanked (ids kept), but a random share ``keep`` of them (seeded)."""
+    kept = torch.rand(len(corpus), generator=torch.Generator().manual_seed(seed)) < keep
+    return [p if k else replace(p, title="") for p, k in zip(corpus, kept.tolist())]
+
+
+@dataclass
+class Split:
+    """An index over one split's corpus, its encoded questions and their gold rows."""
+
+    index: ISORAGIndex
+    queries: Queries
+    gold: list[set[int]]
+
+    def recall(self, retriever: str, **knobs: Any) -> dict[str, float]:
+        result = self.index.retriever(retriever, device="cpu", **knobs).retrieve(self.queries, 10)
+        return retrieval_metrics(result.indices, self.gold)
+
+
+def question_subset(dataset: QADataset, num_questions: int, num_passages: int, seed: int = 0) -> tuple[QADataset, str]:
+    """The first ``num_questions`` questions over the passages of their contexts where the file
+    gives contexts; otherwise (2Wiki's titles-only dev file) over their gold passages plus passages
+    drawn at random (seeded) from the rest of the corpus, ``num_passages`` in all. Returns the
+    subset and how its corpus was made."""
+    questions = dataset.questions[:num_questions]
+    if all(q.context_ids for q in questions):
+        wanted = {pid for q in questions for pid in q.context_ids}
+        how = "the passages of these questions' contexts"
+    else:
+        wanted = {pid for q in questions for pid in q.gold_ids}
+        rest = [p.id for p in dataset.corpus if p.id not in wanted]
+        order = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed)).tolist()
+        wanted |= {rest[i] for i in order[: max(0, num_passages - len(wanted))]}
+        how = f"these questions' gold passages plus passages of the full corpus drawn at random (seed {seed})"
+    corpus = [p for p in dataset.corpus if p.id in wanted]
+    return replace(dataset, questions=questions, corpus=corpus), f"{len(questions)} questions, {len(corpus)} passages: {how}"
+
+
+def titles_split(dataset: QADataset, titles: float, graph: dict[str, Any] | None) -> Split:
+    """Index ``dataset``'s corpus (the share ``titles`` of its titles kept, the rest blanked)
+    with ``graph`` (φ counts nodes, no f_θ)."""
+    corpus = blanked(dataset.corpus, keep=float(titles))
+    index = ISORAGIndex.build(corpus, graph=graph, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    row_of_text = {(p.title, p.text): r for r, p in enumerate(index.passages)}  # passages merged as duplicates keep a row
+    original = {p.id: (p.title, p.text) for p in corpus}
+    gold = []
+    for q in dataset.questions:
+        rows = {index.passages.row_of(g) for g in q.gold_ids}
+        rows |= {row_of_text.get(original[g]) for g in q.gold_ids if index.passages.row_of(g) is None and g in original}
+        gold.append({r for r in rows if r is not None})
+    texts = [q.text for q in dataset.questions]
+    return Split(index, index.encode_questions(texts), gold)

@@ -33,7 +33,6 @@ for the automatic graph's title-share threshold, :func:`title_share_threshold`, 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -42,13 +41,11 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import PPR_GRID, RESULTS, results_name, settings, setup, write_json
-from isorag_pyg import ISORAGIndex, PhiSpec
+from benchmarks.common import PPR_GRID, RESULTS, Split, blanked, question_subset, results_name, settings, setup, titles_split, write_json
+from isorag_pyg import ISORAGIndex
 from isorag_pyg.datasets.types import Passage, QADataset
-from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.graph import build_corpus_graph, run_builders
 from isorag_pyg.graph.auto import auto_graph, title_mention_share
-from isorag_pyg.retrieval import Queries
 
 GRAPHS: dict[str, dict[str, dict[str, Any]] | None] = {
     "title_mention": {"title_mention": {}},
@@ -66,60 +63,6 @@ TITLE_FRACTIONS = (0.0, 0.25, 0.5, 1.0)
 ENTITY_SEED_SHARES = (0.0, 0.25, 0.5, 0.75)
 IDF_POWERS = (0.0, 1.0, 2.0)
 WEIGHTING_GRID = {"max_expansion": [100, 400], "beta": [0.05, 0.1, 0.2], "tau": [10.0, 20.0], "lambda_graph": [0.9, 0.8]}
-
-
-def blanked(corpus: list[Passage], keep: float = 0.0, seed: int = 0) -> list[Passage]:
-    """The corpus with every title blanked (ids kept), but a random share ``keep`` of them (seeded)."""
-    kept = torch.rand(len(corpus), generator=torch.Generator().manual_seed(seed)) < keep
-    return [p if k else dataclasses.replace(p, title="") for p, k in zip(corpus, kept.tolist())]
-
-
-@dataclasses.dataclass
-class Split:
-    """An index over one split's corpus, its encoded questions and their gold rows."""
-
-    index: ISORAGIndex
-    queries: Queries
-    gold: list[set[int]]
-
-    def recall(self, retriever: str, **knobs: Any) -> dict[str, float]:
-        result = self.index.retriever(retriever, device="cpu", **knobs).retrieve(self.queries, 10)
-        return retrieval_metrics(result.indices, self.gold)
-
-
-def question_subset(dataset: QADataset, num_questions: int, num_passages: int, seed: int = 0) -> tuple[QADataset, str]:
-    """The first ``num_questions`` questions over the passages of their contexts where the file
-    gives contexts; otherwise (2Wiki's titles-only dev file) over their gold passages plus passages
-    drawn at random (seeded) from the rest of the corpus, ``num_passages`` in all. Returns the
-    subset and how its corpus was made."""
-    questions = dataset.questions[:num_questions]
-    if all(q.context_ids for q in questions):
-        wanted = {pid for q in questions for pid in q.context_ids}
-        how = "the passages of these questions' contexts"
-    else:
-        wanted = {pid for q in questions for pid in q.gold_ids}
-        rest = [p.id for p in dataset.corpus if p.id not in wanted]
-        order = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed)).tolist()
-        wanted |= {rest[i] for i in order[: max(0, num_passages - len(wanted))]}
-        how = f"these questions' gold passages plus passages of the full corpus drawn at random (seed {seed})"
-    corpus = [p for p in dataset.corpus if p.id in wanted]
-    return dataclasses.replace(dataset, questions=questions, corpus=corpus), f"{len(questions)} questions, {len(corpus)} passages: {how}"
-
-
-def prepare(dataset: QADataset, titles: float, graph: dict[str, Any] | None) -> Split:
-    """Index ``dataset``'s corpus (the share ``titles`` of its titles kept, the rest blanked)
-    with ``graph`` (φ counts nodes, no f_θ)."""
-    corpus = blanked(dataset.corpus, keep=float(titles))
-    index = ISORAGIndex.build(corpus, graph=graph, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
-    row_of_text = {(p.title, p.text): r for r, p in enumerate(index.passages)}  # passages merged as duplicates keep a row
-    original = {p.id: (p.title, p.text) for p in corpus}
-    gold = []
-    for q in dataset.questions:
-        rows = {index.passages.row_of(g) for g in q.gold_ids}
-        rows |= {row_of_text.get(original[g]) for g in q.gold_ids if index.passages.row_of(g) is None and g in original}
-        gold.append({r for r in rows if r is not None})
-    texts = [q.text for q in dataset.questions]
-    return Split(index, index.encode_questions(texts), gold)
 
 
 def best(split: Split, retriever: str, grid: dict[str, list]) -> tuple[dict[str, Any], float]:
@@ -165,9 +108,9 @@ def train_study(train_ds: QADataset) -> dict[str, Any]:
         row: dict[str, Any] = {"titles_kept": keep, "title_mention_share": title_mention_share(blanked(train_ds.corpus, keep))}
         if row["title_mention_share"] > 0:
             for label, graph in (("title_mention", {"title_mention": {}}), ("with_entities", {"title_mention": {}, "entity_graph": {}})):
-                row[label] = prepare(train_ds, keep, graph).recall("iso")["recall@5"]
+                row[label] = titles_split(train_ds, keep, graph).recall("iso")["recall@5"]
         titles.append(row)
-    split = prepare(train_ds, 0.0, GRAPHS["entity_graph"])
+    split = titles_split(train_ds, 0.0, GRAPHS["entity_graph"])
     seeds = {str(share): split.recall("iso", entity_seeds=share)["recall@5"] for share in ENTITY_SEED_SHARES}
     return {"titles": titles, "entity_seeds": seeds, "weighting": weighting_study(train_ds)}
 
@@ -178,7 +121,7 @@ def weighting_study(train_ds: QADataset) -> list[dict[str, Any]]:
     :data:`WEIGHTING_GRID`, and of global PPR with and without the weights."""
     rows = []
     for power in IDF_POWERS:
-        split = prepare(train_ds, 0.0, {"entity_graph": {"idf_power": power}})
+        split = titles_split(train_ds, 0.0, {"entity_graph": {"idf_power": power}})
         weighted = power > 0
         ppr = {str(w): split.recall("ppr", edge_weights=w)["recall@5"] for w in (False, True)}
         for setting in settings(WEIGHTING_GRID):
@@ -279,8 +222,8 @@ def main() -> None:
                 start = time.perf_counter()
                 # auto: the builders the dev corpus gets, for the training corpus too (the knobs are tuned on the graph they are tested on)
                 spec = GRAPHS[graph] or auto_graph(shown)
-                dev = prepare(dev_ds, keep, spec)
-                entry = evaluate(prepare(train_ds, keep, spec), dev)
+                dev = titles_split(dev_ds, keep, spec)
+                entry = evaluate(titles_split(train_ds, keep, spec), dev)
                 entry = {"dataset": dataset, "titles": titles, "graph": graph, "builders": dev.index.statistics["builders"],
                          "title_mention_share": share, "dev": dev_corpus, "train": train_corpus, "seconds": time.perf_counter() - start, **entry}
                 if titles == "kept":

@@ -219,3 +219,20 @@ def test_openie_benchmark_script_on_two_passages(llama_server_installed, gemma_g
     result = json.loads((tmp_path / "openie.json").read_text())
     assert result["passages"] == 2 and result["passages_per_second"] > 0 and 2 <= result["requests"] <= 4
     assert set(result["unparseable_answers"]) == {"entities", "triples"} and len(result["examples"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.llama_server
+def test_untitled_openie_benchmark_on_one_question(llama_server_installed, gemma_gguf, shared_data, tmp_path):
+    """Both entity graphs over one HotpotQA question's ten passages, titles blanked; a rerun asks the model nothing new."""
+    command = [sys.executable, "-m", "benchmarks.untitled_openie", "--datasets", "hotpotqa", "--dev-questions", "1", "--cache-dir", str(tmp_path / "cache")]
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)}
+    for _ in range(2):
+        done = subprocess.run(command, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["extractor"]: r for r in json.loads((tmp_path / "untitled_openie.json").read_text())["results"]}
+    assert set(rows) == {"rules", "openie"} and rows["openie"]["statistics"]["passages"] == rows["rules"]["statistics"]["passages"] == 10
+    assert rows["openie"]["statistics"]["entities"] > 0 and rows["openie"]["build_seconds"] < rows["rules"]["build_seconds"] + 60  # cached
+    for row in rows.values():
+        assert set(row["metrics"]) == {"dense", "ppr", "iso", "iso_uniform", "iso_shuffled"}
+        assert all(0.0 <= m["recall@5"] <= m["recall@10"] <= 1.0 for m in row["metrics"].values())
