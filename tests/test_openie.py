@@ -74,7 +74,7 @@ def test_parse_triples(answer, expected):
 def test_entities_then_triples_per_passage_in_order(tmp_path):
     texts = [*PASSAGES, "   ", PASSAGES[0]]  # an empty passage and a repeated one
     with FakeLLM(answers=scripted_answers(PASSAGES), key=openie_key) as server:
-        ie = extractor(server, tmp_path)
+        ie = extractor(server, tmp_path, grounded=False)  # "roads", a triple's object, is in no passage
         assert isinstance(ie, EntityExtractor) and ie.name == "openie"
         out = ie.extract(texts)
     assert isinstance(out, Extraction) and len(out.entities) == len(out.triples) == len(texts)
@@ -101,6 +101,20 @@ def test_triples_are_asked_with_the_passages_entities_and_not_for_passages_witho
     assert f"triples|{PASSAGES[1]}" not in server.requests
     asked = next(p for p in prompts if openie_key(p) == f"triples|{PASSAGES[2]}")
     assert asked.endswith(f'Passage: {PASSAGES[2]}\nEntities: ["Town2", "Region2", "1802"]\nTriples:')
+
+
+def test_entities_and_triples_not_in_the_passage_are_dropped(tmp_path):
+    """A small model copies its few-shot examples' names ("Maeve Dunne", "Cork") into answers: grounding keeps them out."""
+    copied = {f"entities|{PASSAGES[0]}": json.dumps(["Town0", "region0", "Maeve Dunne", "Ireland"]),
+              f"triples|{PASSAGES[0]}": json.dumps([["Town0", "located in", "Region0"], ["Town0", "written by", "Maeve Dunne"],
+                                                    ["Town0", "set in", "Cork"]])}
+    with FakeLLM(answers={**scripted_answers(PASSAGES), **copied}, key=openie_key) as server:
+        ie = extractor(server, tmp_path)
+        out = ie.extract(PASSAGES)
+    assert out.entities[0] == ["Town0", "region0", "Region0"]  # compared as keys (case aside), kept as written
+    assert out.triples[0] == [("Town0", "located in", "Region0")]
+    assert out.entities[1] == ["Town1", "Region1", "1801"] and out.triples[1] == [("Town1", "located in", "Region1"), ("Town1", "founded in", "1801")]
+    assert ie.ungrounded == {"entities": 3 + 7, "triples": 2 + 7}  # passage 0's three inventions; "roads" of the other seven
 
 
 def test_chat_models_get_the_prompt_as_a_message(tmp_path):
@@ -175,7 +189,7 @@ def test_bad_share_outside_zero_one_is_refused(tmp_path):
 
 def test_entity_graph_builder_takes_openie_by_name_and_updates_ask_only_for_new_passages(tmp_path):
     with FakeLLM(answers=scripted_answers(PASSAGES), key=openie_key) as server:
-        args = {"base_url": server.base_url, "model": "fake", "cache_dir": str(tmp_path), "backoff": 0.01}
+        args = {"base_url": server.base_url, "model": "fake", "cache_dir": str(tmp_path), "backoff": 0.01, "grounded": False}
         graph = {"entity_graph": {"extractor": "openie", "extractor_args": args}}
         index = ISORAGIndex.build([{"id": str(i), "title": "", "text": t} for i, t in enumerate(PASSAGES[:6])], graph=graph,
                                   f_theta=None, phi=PhiSpec(p=0.0), progress=False)
@@ -224,15 +238,17 @@ def test_openie_benchmark_script_on_two_passages(llama_server_installed, gemma_g
 @pytest.mark.slow
 @pytest.mark.llama_server
 def test_untitled_openie_benchmark_on_one_question(llama_server_installed, gemma_gguf, shared_data, tmp_path):
-    """Both entity graphs over one HotpotQA question's ten passages, titles blanked; a rerun asks the model nothing new."""
+    """The entity graphs over one HotpotQA question's ten passages, titles blanked; a rerun asks the model nothing new."""
     command = [sys.executable, "-m", "benchmarks.untitled_openie", "--datasets", "hotpotqa", "--dev-questions", "1", "--cache-dir", str(tmp_path / "cache")]
     env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path), "ISORAG_DATA_DIR": str(shared_data)}
     for _ in range(2):
         done = subprocess.run(command, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
     rows = {r["extractor"]: r for r in json.loads((tmp_path / "untitled_openie.json").read_text())["results"]}
-    assert set(rows) == {"rules", "openie"} and rows["openie"]["statistics"]["passages"] == rows["rules"]["statistics"]["passages"] == 10
+    assert set(rows) == {"rules", "openie", "openie_ungrounded"}
+    assert rows["openie"]["statistics"]["passages"] == rows["rules"]["statistics"]["passages"] == 10
     assert rows["openie"]["statistics"]["entities"] > 0 and rows["openie"]["build_seconds"] < rows["rules"]["build_seconds"] + 60  # cached
+    assert set(rows["openie"]["ungrounded"]) == {"entities", "triples"} and rows["rules"]["ungrounded"] is None
     for row in rows.values():
         assert set(row["metrics"]) == {"dense", "ppr", "iso", "iso_uniform", "iso_shuffled"}
         assert all(0.0 <= m["recall@5"] <= m["recall@10"] <= 1.0 for m in row["metrics"].values())

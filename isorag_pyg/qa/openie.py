@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from isorag_pyg.encoders.cache import default_cache_dir
+from isorag_pyg.graph.entity_graph import normalize_entity
 from isorag_pyg.graph.extraction import Extraction, Triple
 from isorag_pyg.qa.generators import GeneratorError, OpenAIChatGenerator
 
@@ -120,8 +121,12 @@ class OpenIEExtractor:
     instruction-tuned model. The API key is read from ``api_key_env``. Answers are appended to
     ``cache_dir/openie.jsonl`` (default ``$ISORAG_CACHE_DIR/openie``) as they arrive.
 
-    A passage's entities are its named entities plus its triples' subjects and objects. Empty
-    passages are not sent. When more than ``max_bad_share`` of the sent passages get an answer
+    A passage's entities are its named entities plus its triples' subjects and objects. With
+    ``grounded`` (the default) only those its text contains are kept (compared as entity keys:
+    case, punctuation and simple plurals aside), and only triples whose subject and object are
+    kept: a small model copies its few-shot examples' names into its answers, and each such name
+    would join unrelated passages; :attr:`ungrounded` counts what was dropped. Empty passages are
+    not sent. When more than ``max_bad_share`` of the sent passages get an answer
     with no list in it, :meth:`extract` raises :class:`OpenIEError` (the answers stay cached);
     an unreachable or failing endpoint raises it too, after ``max_retries`` retries."""
 
@@ -129,11 +134,13 @@ class OpenIEExtractor:
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", cache_dir: str | Path | None = None,
                  concurrency: int = 8, max_retries: int = 5, timeout: float = 120.0, max_bad_share: float = 0.2,
-                 chat: bool = False, max_tokens: int = 256, backoff: float = 1.0):
+                 chat: bool = False, max_tokens: int = 256, backoff: float = 1.0, grounded: bool = True):
         if not 0.0 <= max_bad_share <= 1.0:
             raise ValueError(f"max_bad_share must be within [0, 1], got {max_bad_share}")
         self.cache_path = Path(cache_dir or default_cache_dir() / "openie") / "openie.jsonl"
-        self.chat, self.max_bad_share = chat, max_bad_share
+        self.chat, self.max_bad_share, self.grounded = chat, max_bad_share, grounded
+        #: entities and triples of the last :meth:`extract` dropped as not in their passage (with ``grounded``)
+        self.ungrounded: dict[str, int] = {"entities": 0, "triples": 0}
         #: per step (``entities``, ``triples``), the passages of the last :meth:`extract` whose answer had no list
         self.unparseable: dict[str, int] = {}
         self.generator = OpenAIChatGenerator(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
@@ -181,4 +188,16 @@ class OpenIEExtractor:
         triples: dict[str, list[Triple]] = {unique[i]: t or [] for i, t in zip(asked, parsed)}
         found = {t: list(dict.fromkeys([*(e or []), *(x for s, _, o in triples.get(t, []) for x in (s, o))]))
                  for t, e in zip(unique, entities)}
+        self.ungrounded = {"entities": 0, "triples": 0}
+        if self.grounded:
+            for text in unique:
+                words = f" {normalize_entity(text)} "
+                kept = [e for e in found[text] if (key := normalize_entity(e)) and f" {key} " in words]
+                kept_set = set(kept)
+                kept_triples = [t for t in triples.get(text, []) if t[0] in kept_set and t[2] in kept_set]
+                self.ungrounded["entities"] += len(found[text]) - len(kept)
+                self.ungrounded["triples"] += len(triples.get(text, [])) - len(kept_triples)
+                found[text], triples[text] = kept, kept_triples
+            if any(self.ungrounded.values()):
+                log.info("OpenIE: %(entities)d entities and %(triples)d triples not in their passage dropped", self.ungrounded)
         return Extraction(entities=[found.get(t, []) for t in texts], triples=[triples.get(t, []) for t in texts])
