@@ -15,8 +15,8 @@ extractor's default) and ``openie_ungrounded`` (every entity and triple it answe
 same cached answers). Nothing is tuned here: every index uses the knobs an entity-graph index
 stores (chosen on training questions with the rule extractor, ``untitled.py --study``), so
 extracting training corpora with the model is not needed. Reports Recall@5/10 of dense, global PPR, ISO-RAG
-and its uniform and shuffled φ ablations, the graphs' sizes, the extraction time and how many
-entities and triples grounding dropped. Answers are
+and its uniform and shuffled φ ablations, the graphs' sizes, the build time (with a cold answer
+cache, mostly the extraction's) and how many entities and triples grounding dropped. Answers are
 cached by prompt (``--cache-dir``), so a rerun or an interrupted run resumes. With 20 questions one
 question is 2.5 points or more of Recall@5: read it as indicative. Writes
 benchmarks/results/untitled_openie.json.
