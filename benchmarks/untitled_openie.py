@@ -1,7 +1,7 @@
 """The entity graph from OpenIE beside the rule extractor's, on corpora without titles: the packaged
 Gemma 3 270M (base, Q4_K_M) behind llama-cpp-python's real server extracts each passage's named
 entities, then its triples (:class:`~isorag_pyg.qa.openie.OpenIEExtractor`), on a cut small
-enough for 2 CPU cores (about 0.3 passages/s).
+enough for 2 CPU cores (``benchmarks/openie.py`` measures the model's speed).
 
     python -m benchmarks.untitled_openie                                   # the three datasets, 20 dev questions each
     python -m benchmarks.untitled_openie --datasets hotpotqa --dev-questions 10
@@ -18,7 +18,7 @@ extracting training corpora with the model is not needed. Reports Recall@5/10 of
 and its uniform and shuffled φ ablations, the graphs' sizes, the build time (with a cold answer
 cache, mostly the extraction's) and how many entities and triples grounding dropped. Answers are
 cached by prompt (``--cache-dir``), so a rerun or an interrupted run resumes. With 20 questions one
-question is 2.5 points or more of Recall@5: read it as indicative. Writes
+gold passage is 1.25-2.5 points of Recall@5: read it as indicative. Writes
 benchmarks/results/untitled_openie.json.
 """
 from __future__ import annotations

@@ -122,8 +122,9 @@ class OpenIEExtractor:
     ``cache_dir/openie.jsonl`` (default ``$ISORAG_CACHE_DIR/openie``) as they arrive.
 
     A passage's entities are its named entities plus its triples' subjects and objects. With
-    ``grounded`` (the default) only those its text contains are kept (compared as entity keys:
-    case, punctuation and simple plurals aside), and only triples whose subject and object are
+    ``grounded`` (the default) only those its text contains as whole words are kept (compared in
+    normalised form: case, punctuation, a leading "the" and simple plurals aside; "AbdulJabbar"
+    does not match "Abdul-Jabbar"), and only triples whose subject and object are
     kept: a small model copies its few-shot examples' names into its answers, and each such name
     would join unrelated passages; :attr:`ungrounded` counts what was dropped. Empty passages are
     not sent. When more than ``max_bad_share`` of the sent passages get an answer
