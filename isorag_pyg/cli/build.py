@@ -37,7 +37,6 @@ def run_index(args: argparse.Namespace) -> list[str]:
     return [f"{args.out_dir}: {index!r}", *describe_graph(index.statistics)]
 
 
-
 def f_theta_config(epochs: int, seed: int, quiet: bool):
     """f_θ's training configuration for ``--epochs`` / ``--seed`` (progress bars unless ``quiet``)."""
     from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig

@@ -15,7 +15,8 @@ def run_serve(args: argparse.Namespace) -> list[str]:
     batching = {knob: value for knob, value in (("batch_window_ms", args.batch_window_ms), ("max_batch", args.max_batch)) if value is not None}
     unbatched = ServerSettings.unbatched(**limits)
     if args.no_batching and any(value != getattr(unbatched, knob) for knob, value in batching.items()):
-        raise ValueError("--no-batching answers every request on its own (--max-batch 1 --batch-window-ms 0): drop --max-batch and --batch-window-ms")
+        raise ValueError(f"--no-batching answers every request on its own (--max-batch {unbatched.max_batch} --batch-window-ms "
+                         f"{unbatched.batch_window_ms:g}): drop --max-batch and --batch-window-ms")
     settings = unbatched if args.no_batching else ServerSettings(**batching, **limits)
     serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify, threads=args.threads, encoder_backend=args.encoder_backend)
     return []

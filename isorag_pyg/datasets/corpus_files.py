@@ -80,11 +80,10 @@ def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_to
     return corpus, report
 
 
-def check_max_tokens(max_tokens: int) -> int:
-    """``max_tokens`` if it is a positive integer, else a ``ValueError``."""
+def check_max_tokens(max_tokens: int) -> None:
+    """A ``ValueError`` unless ``max_tokens`` is a positive integer."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-    return max_tokens
 
 
 def reads_documents(path: Path) -> bool:

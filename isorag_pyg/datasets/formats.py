@@ -263,12 +263,12 @@ def read_questions(path: str | Path) -> tuple[str, list[RawQuestion]]:
 def read_corpus(path: str | Path) -> list[RawPassage]:
     """Read a corpus file, in any of the corpus formats (module docstring)."""
     path = Path(path)
-    return corpus_from_records(path, read_records(path))
+    return corpus_from_records(path, unwrap_data(read_records(path)))
 
 
 def corpus_from_records(path: Path, records: Any) -> list[RawPassage]:
-    """:func:`read_corpus` of a file already parsed (``records``; ``path`` names it in errors)."""
-    records = unwrap_data(records)
+    """:func:`read_corpus` of a file already parsed and unwrapped (``records``, see
+    :func:`unwrap_data`; ``path`` names it in errors)."""
     passages: list[RawPassage] = []
     if isinstance(records, dict):
         for i, (title, body) in enumerate(records.items()):

@@ -112,6 +112,16 @@ def parse_triples(answer: str) -> list[Triple] | None:
     return list(dict.fromkeys(t for t in triples if all(t)))
 
 
+def grounded_in(text: str, entities: list[str], triples: list[Triple]) -> tuple[list[str], list[Triple]]:
+    """The ``entities`` that ``text`` contains as whole words, compared in normalised form
+    (:func:`~isorag_pyg.graph.entity_graph.normalize_entity`), and the ``triples`` whose subject
+    and object are among them; order kept."""
+    words = f" {normalize_entity(text)} "
+    kept = [e for e in entities if (key := normalize_entity(e)) and f" {key} " in words]
+    named = set(kept)
+    return kept, [t for t in triples if t[0] in named and t[2] in named]
+
+
 class OpenIEExtractor:
     """Named entities, then triples, of each passage from an LLM behind an OpenAI-compatible
     server (vLLM, llama.cpp, Ollama, hosted APIs).
@@ -192,10 +202,7 @@ class OpenIEExtractor:
         self.ungrounded = {"entities": 0, "triples": 0}
         if self.grounded:
             for text in unique:
-                words = f" {normalize_entity(text)} "
-                kept = [e for e in found[text] if (key := normalize_entity(e)) and f" {key} " in words]
-                kept_set = set(kept)
-                kept_triples = [t for t in triples.get(text, []) if t[0] in kept_set and t[2] in kept_set]
+                kept, kept_triples = grounded_in(text, found[text], triples.get(text, []))
                 self.ungrounded["entities"] += len(found[text]) - len(kept)
                 self.ungrounded["triples"] += len(triples.get(text, [])) - len(kept_triples)
                 found[text], triples[text] = kept, kept_triples
