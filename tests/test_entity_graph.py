@@ -299,6 +299,23 @@ def test_entity_seeds_take_their_share_of_the_teleport_mass():
                                              entity_weight=torch.tensor([1.0])).pi, torch.tensor([0.5, 0.5, 0.0, 0.0]))
 
 
+def test_the_walk_does_not_step_back_into_an_entity_seed_unless_told_to():
+    # passages 0 (the seed), 1 and 4; entity 2 is named by the question, entity 3 is not: 0-2, 1-2, 0-3, 3-4
+    edge_index = torch.tensor([[0, 2, 1, 2, 0, 3, 3, 4], [2, 0, 2, 1, 3, 0, 4, 3]])
+    seeds, scores, dense = torch.tensor([[0]]), torch.tensor([[1.0]]), torch.zeros(5)
+    batch, ptr, entity = torch.zeros(5, dtype=torch.long), torch.tensor([0, 5]), torch.tensor([2])
+
+    def pi(edges, **knobs):
+        return score_local_graphs(edges, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.25, **knobs), entity_pos=entity,
+                                  entity_weight=torch.ones(1)).pi
+    sources_only = pi(edge_index)
+    into_entity = edge_index[1] == 2
+    assert torch.allclose(sources_only, pi(edge_index[:, ~into_entity], reenter_entity_seeds=True))  # as if the edges into 2 were gone
+    reentry = pi(edge_index, reenter_entity_seeds=True)
+    assert sources_only[2] < reentry[2] and sources_only[4] > reentry[4]  # the walk moves on through entity 3 to passage 4
+    assert sources_only[1] > 0  # the named entity still sends its mass to the passages that mention it
+
+
 def test_retrieval_seeds_the_entity_nodes_a_question_names(index):
     question = "Which country is Kostrov in?"
     named = {index.graph.entity_names[r - len(index)] for r in QueryEntityMatcher(index.graph.entity_names, len(index))([question])[0]}
@@ -306,7 +323,10 @@ def test_retrieval_seeds_the_entity_nodes_a_question_names(index):
     off = index.explain(question, k=3, entity_seeds=0.0)
     on = index.explain(question, k=3, entity_seeds=0.5)
     assert off["entity_seeds"] == [] and on["entity_seeds"] == ["entity:kostrov"]
-    assert on["ppr"]["entity:kostrov"] > off["ppr"].get("entity:kostrov", 0.0)
+    reentry = index.explain(question, k=3, entity_seeds=0.5, reenter_entity_seeds=True)
+    assert reentry["ppr"]["entity:kostrov"] > off["ppr"].get("entity:kostrov", 0.0)
+    alpha = index.retriever("iso").knobs.alpha
+    assert on["ppr"]["entity:kostrov"] >= 0.5 * (1 - alpha) - 1e-6  # a source: it keeps what it teleports to itself
     assert all(not t["id"].startswith("entity:") for t in on["top"])
     with pytest.raises(ValueError, match="entity_seeds"):
         index.retriever("iso", entity_seeds=1.0)

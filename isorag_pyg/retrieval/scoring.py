@@ -6,7 +6,8 @@ personalized PageRank on the (filtered) local graphs, per-question min-max and t
     \qquad \pi = \mathrm{PPR}_\alpha\big(r\big),\quad r = \mathrm{softmax}(\tau\, s_{\mathrm{seeds}}),
 
 (on an entity graph with query-matched entity seeds, ``r`` gives those seeds the share
-``entity_seeds`` by inverse degree and the passage seeds the rest of it),
+``entity_seeds`` by inverse degree and the passage seeds the rest of it, and unless
+``reenter_entity_seeds`` the walk does not step back into those seeds),
 used by :class:`~isorag_pyg.retrieval.ISORetriever` and PyG's subgraph filter alike; and the
 helpers around it: dense scoring in query chunks (never an N x N matrix), per-segment and per-row
 min-max, per-segment top-k.
@@ -80,6 +81,14 @@ def teleport_weights(seed_scores: Tensor, tau: float) -> Tensor:
     return weights
 
 
+def _without_edges_into(nodes: Tensor, edge_index: Tensor, edge_weight: Tensor | None, num_nodes: int) -> tuple[Tensor, Tensor | None]:
+    """``edge_index`` (and its ``edge_weight``) without the edges whose target is one of ``nodes``."""
+    target = torch.zeros(num_nodes, dtype=torch.bool, device=edge_index.device)
+    target[nodes] = True
+    keep = ~target[edge_index[1]]
+    return edge_index[:, keep], None if edge_weight is None else edge_weight[keep]
+
+
 @dataclass
 class LocalScores:
     """Every local node's PPR mass and fused score, and the PPR iterations run."""
@@ -106,11 +115,14 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
             (default: every node).
         entity_pos, entity_weight: ``[S]`` query-matched entity seeds (positions) and their
             relative weights: together they get the share ``knobs.entity_seeds`` of their
-            question's teleport mass, in proportion to ``entity_weight`` (default: none).
+            question's teleport mass, in proportion to ``entity_weight`` (default: none). Unless
+            ``knobs.reenter_entity_seeds``, the edges into them are dropped: they send mass out only.
     """
     teleport = torch.zeros(dense.numel(), device=dense.device)
     passage_mass = teleport_weights(seed_scores, knobs.tau)
     if entity_pos is not None and entity_pos.numel() and knobs.entity_seeds > 0:
+        if not knobs.reenter_entity_seeds:
+            edge_index, edge_weight = _without_edges_into(entity_pos, edge_index, edge_weight, dense.numel())
         question = batch[entity_pos]
         total = torch.zeros(seed_scores.size(0), device=dense.device).index_add_(0, question, entity_weight.float())
         share = torch.where(total > 0, knobs.entity_seeds, 0.0)
