@@ -129,7 +129,7 @@ class ISOKnobs(Knobs):
             to the passages that mention them, but no passage passes mass back to them, so a
             walk leaving a passage moves on through the entities the question does not name (the
             bridge to a second hop). Chosen on the training questions with blank titles and with
-            titles kept (never worse, up to 2 points better Recall@5; the project's benchmarks).
+            titles kept (never worse, up to 2.2 points better Recall@5; the project's benchmarks).
     """
 
     num_seeds: int = 5
