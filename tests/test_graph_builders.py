@@ -141,6 +141,13 @@ def test_entity_comention_edges_weights_and_document_frequency_cap():
         entity_comention(COMENTION, max_df=1)
 
 
+def test_entity_comention_reads_titles_as_it_reads_the_text():
+    # a full-width title and a title with a footnote mark meet the same names in plain text
+    corpus = [Passage("0", "Ｂｅｔａ Ｃｏｒｐ", "A company."), Passage("1", "Delta Labs²", "A lab."),
+              Passage("2", "", "Beta Corp bought Delta Labs.")]
+    assert edges(entity_comention(corpus)[0]) == {(0, 2), (1, 2)}
+
+
 def test_weighted_builder_edges_are_summed_into_edge_weight():
     x = torch.randn(4, 3)
     data = build_corpus_graph(COMENTION, x, run_builders({"entity_comention": {"max_df": 3, "weighting": "count"},

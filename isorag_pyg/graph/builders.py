@@ -198,9 +198,10 @@ def entity_comention(
     rows, cols = [], []
     for row, p in enumerate(corpus):
         names = entity_mentions(p.text, min_chars)
-        for title in {p.title, _PARENTHETICAL.sub("", p.title)}:
-            if len(title) >= min_chars:
-                names.add(title.casefold())
+        title = normalize_unicode(p.title).strip()  # as entity_mentions reads the text
+        for variant in {title, _PARENTHETICAL.sub("", title)}:
+            if len(variant) >= min_chars:
+                names.add(variant.casefold())
         for name in names:
             rows.append(row)
             cols.append(vocabulary.setdefault(name, len(vocabulary)))
