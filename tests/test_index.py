@@ -41,6 +41,7 @@ def test_round_trip_gives_identical_rankings_and_tensors(index, saved):
     for key in ("embeddings", "log_phi", "z"):
         assert torch.equal(getattr(loaded, key), getattr(index, key)), key
     assert torch.equal(loaded.graph.edge_index, index.graph.edge_index)
+    assert (loaded.graph.builders, loaded.graph.leak) == (index.graph.builders, index.graph.leak) == (["title_mention"], False)
     for name in RETRIEVERS:
         assert rankings(loaded, name) == rankings(index, name), name
     assert [loaded.passages[i] for i in range(len(loaded))] == [index.passages[i] for i in range(len(index))]

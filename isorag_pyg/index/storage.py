@@ -171,6 +171,7 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
                         info["architecture"]["out_dim"] if info is not None else None, float(manifest["phi"].get("curvature", 1.0)), entities)
     graph = Data(x=tensors["embeddings"], edge_index=tensors["edge_index"], edge_weight=tensors["edge_weight"],
                  edge_source=tensors["edge_source"], num_nodes=n)
+    graph.builders, graph.leak = builders, bool(statistics.get("leak", False))  # as corpus_graph sets them at build time
     attach_entity_nodes(graph, json.loads(version.path(ENTITIES).read_text()) if entities else [])
     phi = PhiSpec(**manifest["phi"])
     f_theta = None
