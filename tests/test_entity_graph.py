@@ -315,6 +315,17 @@ def test_the_walk_does_not_step_back_into_an_entity_seed_unless_told_to():
     assert sources_only[2] < reentry[2] and sources_only[4] > reentry[4]  # the walk moves on through entity 3 to passage 4
     assert sources_only[1] > 0  # the named entity still sends its mass to the passages that mention it
 
+    # batched with weights: question 0 names entity 2, question 1 (the same graph, nodes 5-9) names nothing
+    weight = torch.tensor([0.5, 0.5, 1.0, 1.0, 0.2, 0.2, 0.7, 0.7])
+    both = torch.cat([edge_index, edge_index + 5], 1)
+    batch2, ptr2, seeds2 = torch.tensor([0] * 5 + [1] * 5), torch.tensor([0, 5, 10]), torch.tensor([[0], [5]])
+    knobs = ISOKnobs(entity_seeds=0.25, edge_weights=True)
+    batched = score_local_graphs(both, seeds2, scores.repeat(2, 1), torch.zeros(10), batch2, ptr2, knobs, torch.cat([weight, weight]),
+                                 entity_pos=entity, entity_weight=torch.ones(1)).pi
+    alone = [score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, knobs, weight, entity_pos=e, entity_weight=torch.ones(e.numel())).pi
+             for e in (entity, torch.empty(0, dtype=torch.long))]
+    assert torch.allclose(batched[:5], alone[0]) and torch.allclose(batched[5:], alone[1])
+
 
 def test_retrieval_seeds_the_entity_nodes_a_question_names(index):
     question = "Which country is Kostrov in?"

@@ -152,7 +152,9 @@ class ISOSubgraphFilter:
     """``subgraph_filter`` for the loader: the isoperimetric filter on the local graph, then
     ISO-RAG's scoring (:func:`~isorag_pyg.retrieval.scoring.score_local_graphs`, the function
     the retriever uses); adds ``ppr``, ``score`` (``-inf`` for an entity graph's entity nodes,
-    which are not ranked) and ``num_removed_edges`` to the data."""
+    which are not ranked) and ``num_removed_edges`` to the data. ``edge_index`` is the filter's
+    output; the walk also leaves out the edges into the query-matched entity seeds unless the
+    knob ``reenter_entity_seeds``."""
 
     def __init__(self, retriever: ISORetriever):
         self.retriever = retriever

@@ -44,7 +44,9 @@ class ISORetriever:
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates.
     On an entity graph, with ``entity_matcher`` and the knob ``entity_seeds > 0``, the entity
     nodes a question mentions are seeds too: they join the local graph (and its expansion) and
-    get the share ``entity_seeds`` of the teleport mass, in inverse proportion to their degree.
+    get the share ``entity_seeds`` of the teleport mass, in inverse proportion to their degree;
+    unless the knob ``reenter_entity_seeds``, the walk leaves out the edges into them (traces and
+    ``removed_edges`` report the isoperimetric filter's pruning only).
 
     All queries of a chunk run together: their local graphs form one block-diagonal batch, so
     every PPR iteration is a single sparse matmul (on ``device``, CPU or CUDA).

@@ -116,7 +116,8 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
         entity_pos, entity_weight: ``[S]`` query-matched entity seeds (positions) and their
             relative weights: together they get the share ``knobs.entity_seeds`` of their
             question's teleport mass, in proportion to ``entity_weight`` (default: none). Unless
-            ``knobs.reenter_entity_seeds``, the edges into them are dropped: they send mass out only.
+            ``knobs.reenter_entity_seeds``, the edges into them are left out of the walk (their
+            edges out stay).
     """
     teleport = torch.zeros(dense.numel(), device=dense.device)
     passage_mass = teleport_weights(seed_scores, knobs.tau)
