@@ -111,10 +111,15 @@ def test_entities_and_triples_not_in_the_passage_are_dropped(tmp_path):
     with FakeLLM(answers={**scripted_answers(PASSAGES), **copied}, key=openie_key) as server:
         ie = extractor(server, tmp_path)
         out = ie.extract(PASSAGES)
+        args = {"base_url": server.base_url, "model": "fake", "cache_dir": str(tmp_path)}
+        index = ISORAGIndex.build([{"id": str(i), "title": "", "text": t} for i, t in enumerate(PASSAGES)], f_theta=None,
+                                  graph={"entity_graph": {"extractor": "openie", "extractor_args": args}}, phi=PhiSpec(p=0.0), progress=False)
     assert out.entities[0] == ["Town0", "region0", "Region0"]  # compared as keys (case aside), kept as written
     assert out.triples[0] == [("Town0", "located in", "Region0")]
     assert out.entities[1] == ["Town1", "Region1", "1801"] and out.triples[1] == [("Town1", "located in", "Region1"), ("Town1", "founded in", "1801")]
-    assert ie.ungrounded == {"entities": 3 + 7, "triples": 2 + 7}  # passage 0's three inventions; "roads" of the other seven
+    assert ie.ungrounded == out.ungrounded == {"entities": 3 + 7, "triples": 2 + 7}  # passage 0's three inventions; "roads" of the other seven
+    # the index built from the same (cached) answers records what grounding dropped
+    assert (index.statistics["entity_graph_ungrounded_entities"], index.statistics["entity_graph_ungrounded_triples"]) == (10, 9)
 
 
 def test_chat_models_get_the_prompt_as_a_message(tmp_path):

@@ -96,7 +96,8 @@ def run_builders(
             graph = entity_graph([p.text for p in corpus], **kwargs)
             edges[name], edges.entity_names = (graph.edge_index, graph.edge_weight), graph.names
             edges.records[name] = {"entities": len(graph.names), "mentions": graph.mentions.size(1),
-                                   "relations": graph.relations.size(1), "passages_without_entities": graph.passages_without_entities}
+                                   "relations": graph.relations.size(1), "passages_without_entities": graph.passages_without_entities,
+                                   **{f"ungrounded_{kind}": count for kind, count in graph.ungrounded.items()}}
         elif name == "adjacent":
             edges[name] = builders.adjacent(corpus)
         elif name == "noise":

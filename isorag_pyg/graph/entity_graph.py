@@ -13,7 +13,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -71,6 +71,7 @@ class EntityGraph:
     relations: Tensor  # [2, R] (entity node row, entity node row) from triples
     passages_without_entities: int
     mention_weight: Tensor  # [M] each mention's weight (:func:`specificity`)
+    ungrounded: dict[str, int] = field(default_factory=dict)  # what the extractor dropped (:class:`Extraction`)
 
     @property
     def edge_index(self) -> Tensor:
@@ -147,7 +148,7 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
     linked = torch.zeros(num_passages, dtype=torch.bool)
     linked[mentions[0]] = True
     weight = specificity(df, num_passages, idf_power)[mentions[1] - num_passages]
-    return EntityGraph(names, mentions, relations, int((~linked).sum()), weight)
+    return EntityGraph(names, mentions, relations, int((~linked).sum()), weight, dict(extraction.ungrounded))
 
 
 def entity_graph(texts: Sequence[str], extractor: str = "rules", extractor_args: Mapping[str, Any] | None = None,

@@ -13,10 +13,13 @@ Triple = tuple[str, str, str]
 @dataclass(frozen=True)
 class Extraction:
     """Per passage, in corpus order: the raw (un-normalised) entity strings it mentions and the
-    triples extracted from it (empty lists where an extractor has none)."""
+    triples extracted from it (empty lists where an extractor has none); and how many entities
+    and triples the extractor dropped as not found in their passage (``ungrounded``: OpenIE's
+    grounding; empty for an extractor that drops nothing)."""
 
     entities: list[list[str]]
     triples: list[list[Triple]] = field(default_factory=list)
+    ungrounded: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.triples and len(self.triples) != len(self.entities):

@@ -208,4 +208,5 @@ class OpenIEExtractor:
                 found[text], triples[text] = kept, kept_triples
             if any(self.ungrounded.values()):
                 log.info("OpenIE: %(entities)d entities and %(triples)d triples not in their passage dropped", self.ungrounded)
-        return Extraction(entities=[found.get(t, []) for t in texts], triples=[triples.get(t, []) for t in texts])
+        return Extraction(entities=[found.get(t, []) for t in texts], triples=[triples.get(t, []) for t in texts],
+                          ungrounded=dict(self.ungrounded) if self.grounded else {})
