@@ -129,8 +129,9 @@ class ISOKnobs(Knobs):
             teleport mass flows out to the passages that mention them, and the mass a passage
             passes on goes to the entities the question does not name (the bridge to a second
             passage) rather than back to them (only a passage left with no other edge restarts
-            through the teleport, as every dead end does). Chosen on the training questions with blank titles and with
-            titles kept (never worse, up to 2.2 points better Recall@5; the project's benchmarks).
+            through the teleport, as every dead end does). Chosen on the training questions with
+            blank titles and with titles kept (never worse, up to 2.2 points better Recall@5; the
+            project's benchmarks).
     """
 
     num_seeds: int = 5

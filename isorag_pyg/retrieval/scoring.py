@@ -7,7 +7,7 @@ personalized PageRank on the (filtered) local graphs, per-question min-max and t
 
 (on an entity graph with query-matched entity seeds, ``r`` gives those seeds the share
 ``entity_seeds`` by inverse degree and the passage seeds the rest of it, and unless
-``reenter_entity_seeds`` the walk does not step back into those seeds),
+``reenter_entity_seeds`` the walk leaves out the edges into those seeds),
 used by :class:`~isorag_pyg.retrieval.ISORetriever` and PyG's subgraph filter alike; and the
 helpers around it: dense scoring in query chunks (never an N x N matrix), per-segment and per-row
 min-max, per-segment top-k.
