@@ -24,7 +24,8 @@ passages plus passages of the full corpus drawn at random, ``--dev-passages`` in
 
 ``iso_passage_seeds`` is ISO-RAG's default without query-matched entity seeds (``entity_seeds=0``;
 equal to ``iso`` on graphs without entity nodes), ``iso_reentry`` with the walk allowed back into
-them (``reenter_entity_seeds``). It also times the LLM-free entity graph over
+them (``reenter_entity_seeds``), ``iso_no_unique_mentions`` without the passages seeded for an
+entity only they mention (``unique_mention_seeds``). It also times the LLM-free entity graph over
 the full 6,119-passage 2Wiki corpus, embeddings given.
 
 ``--study`` instead runs :func:`train_study` on each dataset's training questions (the evidence
@@ -79,7 +80,8 @@ def evaluate(train: Split, dev: Split) -> dict[str, Any]:
     ppr_knobs, ppr_train = best(train, "ppr", PPR_GRID)
     runs = {"dense": {}, "bm25": {}, "ppr": {}, "ppr_tuned": ppr_knobs, "iso": {}, "iso_tuned": iso_knobs,
             "iso_passage_seeds": {"entity_seeds": 0.0},  # without query-matched entity seeds (equal to iso without entity nodes)
-            "iso_reentry": {"reenter_entity_seeds": True}}  # the walk may step back into them (equal to iso without entity nodes)
+            "iso_reentry": {"reenter_entity_seeds": True},  # the walk may step back into them (equal to iso without entity nodes)
+            "iso_no_unique_mentions": {"unique_mention_seeds": False}}  # no passage seeded for an entity only it mentions
     for mode in ABLATIONS:
         runs[f"iso_{mode}"] = {"phi_mode": mode}
         runs[f"iso_tuned_{mode}"] = {**iso_knobs, "phi_mode": mode}
@@ -105,7 +107,9 @@ def train_study(train_ds: QADataset) -> dict[str, Any]:
     alone against ``title_mention`` + ``entity_graph``, the evidence the automatic choice's
     threshold is chosen on; (2) on blank titles, ISO-RAG's Recall@5 on the entity graph per
     share of the teleport mass given to query-matched entity seeds; (3) on both, ISO-RAG with the
-    walk allowed back into those seeds (``reenter_entity_seeds``; ``*_reentry``)."""
+    walk allowed back into those seeds (``reenter_entity_seeds``; ``*_reentry``) and without
+    seeding the passage that alone mentions an entity the question names
+    (``unique_mention_seeds``; ``*_no_unique_mentions``)."""
     titles = []
     for keep in TITLE_FRACTIONS:
         row: dict[str, Any] = {"titles_kept": keep, "title_mention_share": title_mention_share(blanked(train_ds.corpus, keep))}
@@ -114,10 +118,12 @@ def train_study(train_ds: QADataset) -> dict[str, Any]:
             both = titles_split(train_ds, keep, {"title_mention": {}, "entity_graph": {}})
             row["with_entities"] = both.recall("iso")["recall@5"]
             row["with_entities_reentry"] = both.recall("iso", reenter_entity_seeds=True)["recall@5"]
+            row["with_entities_no_unique_mentions"] = both.recall("iso", unique_mention_seeds=False)["recall@5"]
         titles.append(row)
     split = titles_split(train_ds, 0.0, GRAPHS["entity_graph"])
     seeds = {str(share): split.recall("iso", entity_seeds=share)["recall@5"] for share in ENTITY_SEED_SHARES}
     return {"titles": titles, "entity_seeds": seeds, "entity_graph_reentry": split.recall("iso", reenter_entity_seeds=True)["recall@5"],
+            "entity_graph_no_unique_mentions": split.recall("iso", unique_mention_seeds=False)["recall@5"],
             "weighting": weighting_study(train_ds)}
 
 

@@ -132,6 +132,11 @@ class ISOKnobs(Knobs):
             through the teleport, as every dead end does). Chosen on the training questions with
             blank titles and with titles kept (never worse, up to 2.2 points better Recall@5; the
             project's benchmarks).
+        unique_mention_seeds: on an entity graph, an entity the question names that only one
+            passage mentions (no entity node: it links nothing) seeds that passage, as an entity
+            node of degree 1 would: it shares the ``entity_seeds`` teleport mass with weight 1.
+            HippoRAG keeps such phrase nodes; as nodes they only trap the walk, so the index keeps
+            them as a lookup (``unique_mentions``) instead.
     """
 
     num_seeds: int = 5
@@ -151,6 +156,7 @@ class ISOKnobs(Knobs):
     edge_weights: bool = False
     entity_seeds: float = 0.25
     reenter_entity_seeds: bool = False
+    unique_mention_seeds: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.entity_seeds < 1.0:

@@ -34,13 +34,15 @@ class GraphEdges(dict):
     what it did beyond its edges (the noise builder's resolved counts and seed), which
     :func:`build_corpus_graph` keeps on the graph and :func:`graph_statistics` reports; and
     ``entity_names``: the entity nodes the ``entity_graph`` builder appended after the passages
-    (node ``N + i`` is ``entity_names[i]``)."""
+    (node ``N + i`` is ``entity_names[i]``); ``unique_mentions``: its entities that only one
+    passage mentions (entity key -> passage row)."""
 
     def __init__(self, *args: Any, records: Mapping[str, Mapping[str, Any]] | None = None,
-                 entity_names: list[str] | None = None, **kwargs: Any):
+                 entity_names: list[str] | None = None, unique_mentions: Mapping[str, int] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.records: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (records or {}).items()}
         self.entity_names: list[str] = list(entity_names or [])
+        self.unique_mentions: dict[str, int] = dict(unique_mentions or {})
 
 
 def _edge_index_of(edges: BuilderEdges) -> Tensor:
@@ -94,7 +96,7 @@ def run_builders(
             edges[name] = builders.entity_comention(corpus, **kwargs)
         elif name == "entity_graph":
             graph = entity_graph([p.text for p in corpus], **kwargs)
-            edges[name], edges.entity_names = (graph.edge_index, graph.edge_weight), graph.names
+            edges[name], edges.entity_names, edges.unique_mentions = (graph.edge_index, graph.edge_weight), graph.names, graph.unique_mentions
             edges.records[name] = {"entities": len(graph.names), "mentions": graph.mentions.size(1),
                                    "relations": graph.relations.size(1), "passages_without_entities": graph.passages_without_entities,
                                    **{f"ungrounded_{kind}": count for kind, count in graph.ungrounded.items()}}
@@ -158,6 +160,7 @@ def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[st
     data.node_type = (torch.arange(n) >= num_passages).long()
     data.num_passages = num_passages
     data.entity_names = entity_names
+    data.unique_mentions = dict(getattr(edges, "unique_mentions", {}))
     data.passage_id = [p.id for p in corpus]
     data.builders = names
     data.leak = leak

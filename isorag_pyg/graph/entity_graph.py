@@ -72,6 +72,7 @@ class EntityGraph:
     passages_without_entities: int
     mention_weight: Tensor  # [M] each mention's weight (:func:`specificity`)
     ungrounded: dict[str, int] = field(default_factory=dict)  # what the extractor dropped (:class:`Extraction`)
+    unique_mentions: dict[str, int] = field(default_factory=dict)  # :func:`entity_key` -> the one passage (row) that mentions it
 
     @property
     def edge_index(self) -> Tensor:
@@ -108,7 +109,9 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
     at least ``min_passages`` passages mention (an entity of one passage links nothing) and, when
     ``max_passages`` is set, at most that many (default: no cap — generic entities stay as hubs,
     which is what the isoperimetric filter is for); mention edges, weighted by the entity's
-    :func:`specificity` with ``idf_power``; relation edges between two kept entities of a triple."""
+    :func:`specificity` with ``idf_power``; relation edges between two kept entities of a triple;
+    and, when ``min_passages > 1``, the entities only one passage mentions (``unique_mentions``:
+    no node, since they link nothing, but a question that names one points at that passage)."""
     if len(extraction.entities) != num_passages:
         raise ValueError(f"the extraction covers {len(extraction.entities)} passages, the corpus has {num_passages}")
     if min_passages < 1 or (max_passages is not None and max_passages < min_passages):
@@ -148,7 +151,8 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
     linked = torch.zeros(num_passages, dtype=torch.bool)
     linked[mentions[0]] = True
     weight = specificity(df, num_passages, idf_power)[mentions[1] - num_passages]
-    return EntityGraph(names, mentions, relations, int((~linked).sum()), weight, dict(extraction.ungrounded))
+    unique = {_near_duplicate_key(key): next(iter(rows)) for key, rows in mentioned.items() if len(rows) == 1} if min_passages > 1 else {}
+    return EntityGraph(names, mentions, relations, int((~linked).sum()), weight, dict(extraction.ungrounded), unique)
 
 
 def entity_graph(texts: Sequence[str], extractor: str = "rules", extractor_args: Mapping[str, Any] | None = None,

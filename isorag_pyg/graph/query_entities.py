@@ -41,22 +41,29 @@ def query_extractor(graph_spec: Mapping[str, Any]) -> RuleExtractor:
 
 
 class QueryEntityMatcher:
-    """Finds an entity graph's entity nodes in questions.
+    """Finds an entity graph's entity nodes in questions, and the passages that alone mention an
+    entity a question names.
 
     Args:
         names: the entity nodes' display names (node ``num_passages + i`` is ``names[i]``).
         num_passages: the passages before the entity nodes.
         extractor: the rule extractor run on each question (default: the entity graph's default one).
+        unique_mentions: entity key (:func:`~isorag_pyg.graph.entity_graph.entity_key`) -> the row
+            of the one passage that mentions it (default: none).
     """
 
-    def __init__(self, names: Sequence[str], num_passages: int, extractor: RuleExtractor | None = None):
+    def __init__(self, names: Sequence[str], num_passages: int, extractor: RuleExtractor | None = None,
+                 unique_mentions: Mapping[str, int] | None = None):
         self.extractor = extractor or RuleExtractor()
         self.row: dict[str, int] = {}
         for i, name in enumerate(names):
             if key := entity_key(name):
                 self.row.setdefault(key, num_passages + i)
+        for key, row in (unique_mentions or {}).items():
+            self.row.setdefault(key, row)
 
     def __call__(self, questions: Sequence[str]) -> list[list[int]]:
-        """The entity node rows each question mentions (sorted, no repeats; empty when none)."""
+        """The rows each question names (sorted, no repeats; empty when none): entity nodes, and
+        passages for entities that only that passage mentions."""
         return [sorted({row for name in self.extractor.extract_one(_question_word_lowered(q)) if (row := self.row.get(entity_key(name))) is not None})
                 for q in questions]

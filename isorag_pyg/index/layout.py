@@ -8,7 +8,7 @@ from pathlib import Path
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 TENSORS, PASSAGES, F_THETA, ANN = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors", "ann.safetensors"
-ENTITIES = "entities.json"  # an entity graph's entity node names
+ENTITIES = "entities.json"  # an entity graph's entity node names and unique mentions
 
 
 class IndexFormatError(ValueError):

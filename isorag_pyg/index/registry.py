@@ -49,7 +49,8 @@ Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
     log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
     names = getattr(source.graph, "entity_names", []) if knobs.entity_seeds > 0 else []
-    matcher = QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec)) if names else None
+    unique = getattr(source.graph, "unique_mentions", {}) if knobs.unique_mention_seeds else {}
+    matcher = QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec), unique) if names else None
     return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher)
 
 

@@ -2,7 +2,7 @@
 manifest with a checksum of every file, written atomically under the directory's writer lock,
 beside ``passages.jsonl``, ``tensors.safetensors`` and, with f_θ, ``f_theta.safetensors``, with an
 ANN index ``ann.safetensors``, with an entity graph ``entities.json`` (its entity nodes' names,
-rows after the passages).
+rows after the passages, and the entities only one passage mentions).
 
 Nothing here unpickles: tensors are safetensors, passages JSON lines, the manifest JSON, so
 opening an index from an untrusted source never executes code. The checksums detect corrupt,
@@ -126,8 +126,9 @@ def save_index(directory: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
             save_file({k: v.contiguous() for k, v in f_theta.state_dict().items()}, tmp / F_THETA)
         if ann is not None:
             ann.save(tmp / ANN)
-        if names := getattr(graph, "entity_names", []):
-            (tmp / ENTITIES).write_text(json.dumps(names, ensure_ascii=False))
+        names, unique = getattr(graph, "entity_names", []), getattr(graph, "unique_mentions", {})
+        if names or unique:
+            (tmp / ENTITIES).write_text(json.dumps({"names": names, "unique_mentions": unique}, ensure_ascii=False))
         return index_manifest(**{**fields, "ann": ann})
 
     directory = Path(directory)
@@ -165,6 +166,7 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     n, dim, entities = counts["passages"], counts["dim"], counts.get("entities", 0)  # entity nodes follow the passages
     require_listed(directory / MANIFEST, manifest, [TENSORS, PASSAGES] + ([F_THETA] if info is not None else [])
                    + ([ANN] if ann["kind"] != "exact" else []) + ([ENTITIES] if entities else []))
+    stored_entities = ENTITIES in manifest["files"]
     tensors = _load_tensors(version.path(TENSORS), directory / TENSORS)
     builders = list(statistics.get("builders", manifest["graph"]["builders"]))
     check_index_tensors(directory / TENSORS, tensors, n, dim, counts["edges"], len(builders), manifest["files"][PASSAGES]["bytes"],
@@ -172,7 +174,10 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     graph = Data(x=tensors["embeddings"], edge_index=tensors["edge_index"], edge_weight=tensors["edge_weight"],
                  edge_source=tensors["edge_source"], num_nodes=n)
     graph.builders, graph.leak = builders, bool(statistics.get("leak", False))  # as corpus_graph sets them at build time
-    attach_entity_nodes(graph, json.loads(version.path(ENTITIES).read_text()) if entities else [])
+    names, graph.unique_mentions = _read_entities(version.path(ENTITIES), n) if stored_entities else ([], {})
+    if len(names) != entities:
+        raise IndexFormatError(directory / ENTITIES, f"{len(names)} entity names for {entities} entity nodes")
+    attach_entity_nodes(graph, names)
     phi = PhiSpec(**manifest["phi"])
     f_theta = None
     if info is not None:
@@ -189,6 +194,17 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     return {"contents": contents, "encoder": manifest["encoder"], "phi": phi, "graph_spec": manifest["graph"]["builders"],
             "f_theta": f_theta, "f_theta_info": info, "knobs": manifest.get("knobs", {}), "created": manifest.get("created"),
             "ann": stored_ann, "next_id": manifest.get("next_id"), "max_tokens": manifest.get("max_tokens")}
+
+
+def _read_entities(path: Path, num_passages: int) -> tuple[list[str], dict[str, int]]:
+    """An entity graph's entity node names and unique mentions (entity key -> passage row); an
+    index written before unique mentions were kept holds the names alone, as a list."""
+    stored = json.loads(path.read_text())
+    names, unique = (stored, {}) if isinstance(stored, list) else (stored["names"], stored["unique_mentions"])
+    if not all(isinstance(name, str) for name in names) or not all(
+            isinstance(key, str) and isinstance(row, int) and 0 <= row < num_passages for key, row in unique.items()):
+        raise ValueError("entity names must be strings and unique mentions passage rows")
+    return list(names), dict(unique)
 
 
 def _load_tensors(path: Path, shown: Path | None = None) -> dict[str, Tensor]:

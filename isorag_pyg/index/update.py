@@ -140,7 +140,8 @@ def _apply(index: Updatable, corpus: list[Passage], x: Tensor, old_to_new: Tenso
         knn_edges = updated_knn(old.knn_edges, old_to_new, x, added_rows, index.graph_spec["knn"])
         edges["knn"] = knn_edges
     # the builders' order, as in a rebuild
-    edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records, entity_names=edges.entity_names)
+    edges = GraphEdges({name: edges[name] for name in index.graph_spec}, records=edges.records, entity_names=edges.entity_names,
+                       unique_mentions=edges.unique_mentions)
     data = build_corpus_graph(corpus, x, edges)
     if data.num_nodes > n or old.graph.num_nodes > len(old.passages):  # entity nodes: renumbered, so φ everywhere
         report.edges_added, report.edges_removed = named_edge_difference(old.graph, data, old.passages.ids, [p.id for p in corpus])

@@ -107,8 +107,10 @@ class ISORetriever:
 
     def entity_weight(self, node: Tensor) -> Tensor:
         """An entity seed's relative teleport weight: the inverse of its degree in the graph (the
-        passages that mention it, plus its relation edges where an extractor gave triples)."""
-        return 1.0 / (self.graph.rowptr[node + 1] - self.graph.rowptr[node]).clamp_min(1).float()
+        passages that mention it, plus its relation edges where an extractor gave triples); 1 for
+        a passage seeded for an entity only it mentions (an entity of degree 1)."""
+        degree = (self.graph.rowptr[node + 1] - self.graph.rowptr[node]).clamp_min(1).float()
+        return torch.where(node < self.graph.num_passages, 1.0, 1.0 / degree)
 
     def local_graphs(self, candidates: DenseCandidates, num_seeds: int, entity_seeds: tuple[Tensor, Tensor] | None = None) -> LocalGraphBatch:
         """The local candidate graphs around ``candidates`` (the pool and the seeds' neighbourhood)

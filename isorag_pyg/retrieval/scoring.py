@@ -115,21 +115,23 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
             (default: every node).
         entity_pos, entity_weight: ``[S]`` query-matched entity seeds (positions) and their
             relative weights: together they get the share ``knobs.entity_seeds`` of their
-            question's teleport mass, in proportion to ``entity_weight`` (default: none). Unless
-            ``knobs.reenter_entity_seeds``, the edges into them are left out of the walk (their
-            edges out stay).
+            question's teleport mass, in proportion to ``entity_weight`` (default: none); a
+            passage among them (``ranked``) is one seeded for an entity only it mentions. Unless
+            ``knobs.reenter_entity_seeds``, the edges into the entity nodes among them are left
+            out of the walk (their edges out stay).
     """
     teleport = torch.zeros(dense.numel(), device=dense.device)
     passage_mass = teleport_weights(seed_scores, knobs.tau)
     if entity_pos is not None and entity_pos.numel() and knobs.entity_seeds > 0:
-        if not knobs.reenter_entity_seeds:
-            edge_index, edge_weight = _without_edges_into(entity_pos, edge_index, edge_weight, dense.numel())
+        if not knobs.reenter_entity_seeds:  # into entity nodes only: a passage seeded for a unique mention keeps its edges
+            entity_nodes = entity_pos if ranked is None else entity_pos[~ranked[entity_pos]]
+            edge_index, edge_weight = _without_edges_into(entity_nodes, edge_index, edge_weight, dense.numel())
         question = batch[entity_pos]
         total = torch.zeros(seed_scores.size(0), device=dense.device).index_add_(0, question, entity_weight.float())
         share = torch.where(total > 0, knobs.entity_seeds, 0.0)
         passage_mass = passage_mass * (1 - share).unsqueeze(1)
         teleport.index_add_(0, entity_pos, share[question] * entity_weight.float() / total[question].clamp_min(1e-12))
-    teleport[seed_pos.reshape(-1)] = passage_mass.reshape(-1)
+    teleport.index_add_(0, seed_pos.reshape(-1), passage_mass.reshape(-1))  # added: a passage seed may also be seeded for a unique mention
     ppr = personalized_pagerank(edge_index, teleport, knobs.alpha, batch, ptr.numel() - 1, knobs.tol, knobs.max_iter, edge_weight)
     pi = ppr.pi.squeeze(1)
     if ranked is None:
