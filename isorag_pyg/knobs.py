@@ -154,7 +154,7 @@ class ISOKnobs(Knobs):
     seed: int = 0
     query_chunk: int | None = None
     edge_weights: bool = False
-    entity_seeds: float = 0.25
+    entity_seeds: float = 0.5
     reenter_entity_seeds: bool = False
     unique_mention_seeds: bool = True
 
