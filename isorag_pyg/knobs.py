@@ -122,8 +122,9 @@ class ISOKnobs(Knobs):
             normalisation; HippoRAG's query-matched entity seeds), split among them in inverse
             proportion to their degree; the passage seeds keep the rest. Questions that mention
             no entity node, and graphs without entity nodes, keep passage seeds only. The
-            default 0.25 had the best mean Recall@5 of 0, 0.25, 0.5, 0.75 on the training
-            questions with blank titles (about 1.8 points on the mean; the study is in the project's benchmarks).
+            default 0.5 had the best mean Recall@5 of 0, 0.25, 0.5, 0.75 on the training
+            questions with blank titles (6 points above 0 on the mean; the study is in the
+            project's benchmarks).
         reenter_entity_seeds: whether the walk keeps the edges into the query-matched entity
             seeds. ``False`` (the default) leaves them out, so those seeds are sources only: their
             teleport mass flows out to the passages that mention them, and the mass a passage

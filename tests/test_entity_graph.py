@@ -2,6 +2,7 @@
 automatic default graph: built, retrieved over, filtered, saved, updated and described."""
 from __future__ import annotations
 
+import json
 import logging
 import math
 import unicodedata
@@ -29,12 +30,15 @@ from isorag_pyg.graph.entity_graph import (
 from isorag_pyg.graph.extraction import EntityExtractor, Extraction
 from isorag_pyg.graph.query_entities import QueryEntityMatcher, query_extractor
 from isorag_pyg.graph.rule_extractor import RuleExtractor
+from isorag_pyg.index import IndexFormatError
+from isorag_pyg.index.storage import MANIFEST, _manifest_digest
 from isorag_pyg.knobs import ISOKnobs
 from isorag_pyg.retrieval import ISORetriever, Queries, RetrievalGraph
 from isorag_pyg.retrieval.scoring import score_local_graphs
 from isorag_pyg.transforms import IsoperimetricFilter
 from isorag_pyg.utils import PhiSpec as UtilsPhiSpec
 from isorag_pyg.utils import log_phi_from_ball
+from isorag_pyg.utils.files import file_sha256
 
 TEXTS = [
     "Velmora is a film directed by Dara Quen. It premiered on 3 March 1984.",
@@ -233,6 +237,38 @@ def test_index_over_an_untitled_corpus_is_an_entity_graph_ranking_passages(index
            [[h.id for h in hits] for hits in index.retrieve(questions, retriever="iso")]
 
 
+def test_a_question_naming_what_one_passage_alone_mentions_seeds_that_passage(index, tmp_path):
+    # "Velmora" and "3 March 1984" are in passage 0 only: no entity node, but a lookup to passage 0
+    built = entity_graph(TEXTS)
+    assert built.unique_mentions["velmora"] == 0 and built.unique_mentions["3march1984"] == 0 and "daraquen" not in built.unique_mentions
+    assert entity_graph(TEXTS, min_passages=1).unique_mentions == {}  # every entity is a node then
+    matcher = QueryEntityMatcher(built.names, len(TEXTS), unique_mentions=built.unique_mentions)
+    dara = len(TEXTS) + built.names.index("dara quen")
+    assert matcher(["Who directed Velmora?", "Where was Dara Quen born?", "nothing named here"]) == [[0], [dara], []]
+    question = "Who directed Velmora?"
+    assert index.explain(question, k=3)["entity_seeds"] == ["0"]  # the passage, by id
+    assert index.explain(question, k=3, unique_mention_seeds=False)["entity_seeds"] == []
+    # saved beside the entity names, and an index written before (names only, as a list) still loads
+    directory = index.save(tmp_path / "unique")
+    assert ISORAGIndex.load(directory).graph.unique_mentions == index.graph.unique_mentions == built.unique_mentions
+    rewrite(directory, index.graph.entity_names)
+    old = ISORAGIndex.load(directory)
+    assert old.graph.unique_mentions == {} and old.graph.entity_names == index.graph.entity_names
+    assert old.explain(question, k=3)["entity_seeds"] == []
+    rewrite(directory, {"names": index.graph.entity_names, "unique_mentions": {"velmora": len(TEXTS)}})  # not a passage row
+    with pytest.raises(IndexFormatError, match="inconsistent"):
+        ISORAGIndex.load(directory)
+
+
+def rewrite(directory, entities) -> None:
+    """``entities.json`` replaced by ``entities``, its size and checksum in the manifest updated."""
+    (directory / "entities.json").write_text(json.dumps(entities))
+    manifest = json.loads((directory / MANIFEST).read_text())
+    manifest["files"]["entities.json"] = {"bytes": (directory / "entities.json").stat().st_size, "sha256": file_sha256(directory / "entities.json")}
+    manifest["manifest_sha256"] = _manifest_digest(manifest)
+    (directory / MANIFEST).write_text(json.dumps(manifest))
+
+
 def test_an_update_reports_the_same_edge_changes_on_a_loaded_index(tmp_path):
     # a loaded graph does not carry its passage ids; edges must still be matched by them, not by row
     ids = [Passage(f"doc-{p.id}", p.title, p.text) for p in CORPUS]
@@ -255,7 +291,7 @@ def test_updates_of_an_entity_graph_equal_a_rebuild(tmp_path):
     assert report.removed == 1 and report.edges_removed > 0
     index = ISORAGIndex.load(index.save(tmp_path / "updated"))
     rebuilt = ISORAGIndex.build(list(index.passages), graph=graph, f_theta=index.f_theta, phi=index.phi, progress=False)
-    assert index.graph.entity_names == rebuilt.graph.entity_names
+    assert index.graph.entity_names == rebuilt.graph.entity_names and index.graph.unique_mentions == rebuilt.graph.unique_mentions
     for key in ("edge_index", "edge_weight", "edge_source"):
         assert torch.equal(getattr(index.graph, key), getattr(rebuilt.graph, key)), key
     assert torch.allclose(index.z, rebuilt.z, atol=1e-6) and torch.allclose(index.log_phi, rebuilt.log_phi)

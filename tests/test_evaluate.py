@@ -173,7 +173,8 @@ def test_traces_and_case_study_name_the_entity_nodes_of_an_entity_graph(tmp_path
     entity_ends = [end for end in ends if end.startswith("entity:")]
     assert entity_ends and all(end in ids for end in ends if not end.startswith("entity:"))
     seeded = [seed for record in records for seed in record.get("entity_seeds", [])]
-    assert seeded and all(seed.startswith("entity:") for seed in seeded)
+    # entity nodes, and passages seeded for an entity only they mention
+    assert any(seed.startswith("entity:") for seed in seeded) and all(seed.startswith("entity:") or seed in ids for seed in seeded)
     assert (tmp_path / "case_study_iso.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert summary["removed_edge_fraction"] > 0
     ran = summary["retrievers"]["iso"]["knobs"]  # the set knob over the index's stored ones
