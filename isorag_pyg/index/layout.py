@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The on-disk layout this version writes and the newest it reads.
-FORMAT_VERSION = 1
+#: The on-disk layout this version writes and the newest it reads (2: ``entities.json`` holds
+#: ``{"names", "unique_mentions"}``; version 1 held the names as a list, and still loads).
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 TENSORS, PASSAGES, F_THETA, ANN = "tensors.safetensors", "passages.jsonl", "f_theta.safetensors", "ann.safetensors"
 ENTITIES = "entities.json"  # an entity graph's entity node names and unique mentions

@@ -77,7 +77,8 @@ class ISORAGFeatureStore:
         """The local graph with features: ``x``, ``edge_index`` (local), ``node_idx`` (corpus
         rows), ``edge_idx`` (corpus edges), ``passage_id``, ``title``, ``text``, ``dense_score``,
         ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds),
-        ``entity_seed_index`` (local positions of the query-matched entity seeds),
+        ``entity_seed_index`` (local positions of the query-matched seeds: entity nodes, and
+        passages seeded for an entity only they mention),
         ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text)
         and, when the retriever walks edge weights, ``edge_weight``."""
         node = sample.node
@@ -153,7 +154,7 @@ class ISOSubgraphFilter:
     ISO-RAG's scoring (:func:`~isorag_pyg.retrieval.scoring.score_local_graphs`, the function
     the retriever uses); adds ``ppr``, ``score`` (``-inf`` for an entity graph's entity nodes,
     which are not ranked) and ``num_removed_edges`` to the data. ``edge_index`` is the filter's
-    output; the walk also leaves out the edges into the query-matched entity seeds unless the
+    output; the walk also leaves out the edges into the query-matched entity nodes unless the
     knob ``reenter_entity_seeds``."""
 
     def __init__(self, retriever: ISORetriever):

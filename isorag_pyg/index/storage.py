@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.utils.files import file_sha256
 from isorag_pyg.version import __version__
+
+log = logging.getLogger(__name__)
 
 #: Re-exported: what callers and tests take from here.
 __all__ = ["FORMAT_VERSION", "MANIFEST", "IndexFormatError", "_manifest_digest", "file_sha256", "load_index", "read_manifest",
@@ -174,7 +177,7 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     graph = Data(x=tensors["embeddings"], edge_index=tensors["edge_index"], edge_weight=tensors["edge_weight"],
                  edge_source=tensors["edge_source"], num_nodes=n)
     graph.builders, graph.leak = builders, bool(statistics.get("leak", False))  # as corpus_graph sets them at build time
-    names, graph.unique_mentions = _read_entities(version.path(ENTITIES), n) if stored_entities else ([], {})
+    names, graph.unique_mentions = _read_entities(version.path(ENTITIES), n, directory) if stored_entities else ([], {})
     if len(names) != entities:
         raise IndexFormatError(directory / ENTITIES, f"{len(names)} entity names for {entities} entity nodes")
     attach_entity_nodes(graph, names)
@@ -196,15 +199,19 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
             "ann": stored_ann, "next_id": manifest.get("next_id"), "max_tokens": manifest.get("max_tokens")}
 
 
-def _read_entities(path: Path, num_passages: int) -> tuple[list[str], dict[str, int]]:
+def _read_entities(path: Path, num_passages: int, directory: Path) -> tuple[list[str], dict[str, int]]:
     """An entity graph's entity node names and unique mentions (entity key -> passage row); an
-    index written before unique mentions were kept holds the names alone, as a list."""
+    index written before unique mentions were kept (format 1) holds the names alone, as a list."""
     stored = json.loads(path.read_text())
-    names, unique = (stored, {}) if isinstance(stored, list) else (stored["names"], stored["unique_mentions"])
-    if not all(isinstance(name, str) for name in names) or not all(
-            isinstance(key, str) and isinstance(row, int) and 0 <= row < num_passages for key, row in unique.items()):
-        raise ValueError("entity names must be strings and unique mentions passage rows")
-    return list(names), dict(unique)
+    if isinstance(stored, list):
+        log.warning("%s was saved before unique mentions were kept, so questions cannot seed the passage that alone "
+                    "mentions an entity they name; rebuild the index (or add or remove a passage) to get them", directory)
+        stored = {"names": stored, "unique_mentions": {}}
+    names, unique = stored["names"], stored["unique_mentions"]
+    if not isinstance(names, list) or not isinstance(unique, dict) or not all(isinstance(name, str) for name in names) or not all(
+            isinstance(row, int) and not isinstance(row, bool) and 0 <= row < num_passages for row in unique.values()):
+        raise ValueError("entity names must be a list of strings and unique mentions map keys to passage rows")
+    return names, unique
 
 
 def _load_tensors(path: Path, shown: Path | None = None) -> dict[str, Tensor]:

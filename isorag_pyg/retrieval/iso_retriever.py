@@ -43,10 +43,12 @@ class ISORetriever:
     teleport ``softmax(tau * s_dense)`` over the seeds, then
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates.
     On an entity graph, with ``entity_matcher`` and the knob ``entity_seeds > 0``, the entity
-    nodes a question mentions are seeds too: they join the local graph (and its expansion) and
-    get the share ``entity_seeds`` of the teleport mass, in inverse proportion to their degree;
-    unless the knob ``reenter_entity_seeds``, the walk leaves out the edges into them (traces and
-    ``removed_edges`` report the isoperimetric filter's pruning only).
+    nodes a question mentions, and the passages that alone mention an entity it names (unique
+    mentions), are seeds too: they join the local graph (and its expansion) and get the share
+    ``entity_seeds`` of the teleport mass, in inverse proportion to their degree (1 for a unique
+    mention); unless the knob ``reenter_entity_seeds``, the walk leaves out the edges into the
+    entity nodes among them (traces and ``removed_edges`` report the isoperimetric filter's
+    pruning only).
 
     All queries of a chunk run together: their local graphs form one block-diagonal batch, so
     every PPR iteration is a single sparse matmul (on ``device``, CPU or CUDA).
@@ -61,9 +63,9 @@ class ISORetriever:
         knobs: the knobs (default: :class:`~isorag_pyg.knobs.ISOKnobs`'s).
         ann: an approximate nearest-neighbour index over ``graph``'s embeddings for the pool and
             seeds (default: ``None``, the exact scan).
-        entity_matcher: questions -> the entity node rows each mentions
-            (:class:`~isorag_pyg.graph.query_entities.QueryEntityMatcher`; default: ``None``,
-            passage seeds only).
+        entity_matcher: questions -> the rows each names: entity nodes and unique-mention
+            passages (:class:`~isorag_pyg.graph.query_entities.QueryEntityMatcher`; default:
+            ``None``, passage seeds only).
         **changes: knobs changed from ``knobs`` (e.g. ``beta=0.1``).
     """
 
