@@ -300,6 +300,11 @@ def test_an_update_reports_the_same_edge_changes_on_a_loaded_index(tmp_path):
     in_memory, from_disk = built.add(ids[4:]), loaded.add(ids[4:])
     assert (from_disk.edges_added, from_disk.edges_removed) == (in_memory.edges_added, in_memory.edges_removed)
     assert 0 < in_memory.edges_added < built.graph.edge_index.size(1) // 2 and in_memory.edges_removed == 0
+    # unique mentions follow the rows: removing passage 0 renumbers the rest, as a rebuild would
+    built.remove(["doc-0"])
+    rebuilt = ISORAGIndex.build(ids[1:], graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    assert built.graph.unique_mentions == rebuilt.graph.unique_mentions and "velmora" not in built.graph.unique_mentions
+    assert built.graph.unique_mentions["daraquen"] == built.passages.row_of("doc-1") == 0  # now doc-1 alone names Dara Quen
 
 
 @pytest.mark.slow
