@@ -369,9 +369,11 @@ def test_the_walk_does_not_step_back_into_an_entity_seed_unless_told_to():
     seeds, scores, dense = torch.tensor([[0]]), torch.tensor([[1.0]]), torch.zeros(5)
     batch, ptr, entity = torch.zeros(5, dtype=torch.long), torch.tensor([0, 5]), torch.tensor([2])
 
+    passages = torch.tensor([True, True, False, False, True])
+
     def pi(edges, **knobs):
-        return score_local_graphs(edges, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.25, **knobs), entity_pos=entity,
-                                  entity_weight=torch.ones(1)).pi
+        return score_local_graphs(edges, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.25, **knobs), ranked=passages,
+                                  entity_pos=entity, entity_weight=torch.ones(1)).pi
     sources_only = pi(edge_index)
     into_entity = edge_index[1] == 2
     assert torch.allclose(sources_only, pi(edge_index[:, ~into_entity], reenter_entity_seeds=True))  # as if the edges into 2 were gone
@@ -385,8 +387,8 @@ def test_the_walk_does_not_step_back_into_an_entity_seed_unless_told_to():
     batch2, ptr2, seeds2 = torch.tensor([0] * 5 + [1] * 5), torch.tensor([0, 5, 10]), torch.tensor([[0], [5]])
     knobs = ISOKnobs(entity_seeds=0.25, edge_weights=True)
     batched = score_local_graphs(both, seeds2, scores.repeat(2, 1), torch.zeros(10), batch2, ptr2, knobs, torch.cat([weight, weight]),
-                                 entity_pos=entity, entity_weight=torch.ones(1)).pi
-    alone = [score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, knobs, weight, entity_pos=e, entity_weight=torch.ones(e.numel())).pi
+                                 passages.repeat(2), entity, torch.ones(1)).pi
+    alone = [score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, knobs, weight, passages, e, torch.ones(e.numel())).pi
              for e in (entity, torch.empty(0, dtype=torch.long))]
     assert torch.allclose(batched[:5], alone[0]) and torch.allclose(batched[5:], alone[1])
 

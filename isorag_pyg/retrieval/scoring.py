@@ -123,9 +123,8 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
     teleport = torch.zeros(dense.numel(), device=dense.device)
     passage_mass = teleport_weights(seed_scores, knobs.tau)
     if entity_pos is not None and entity_pos.numel() and knobs.entity_seeds > 0:
-        if not knobs.reenter_entity_seeds:  # into entity nodes only: a passage seeded for a unique mention keeps its edges
-            entity_nodes = entity_pos if ranked is None else entity_pos[~ranked[entity_pos]]
-            edge_index, edge_weight = _without_edges_into(entity_nodes, edge_index, edge_weight, dense.numel())
+        if not knobs.reenter_entity_seeds and ranked is not None:  # into entity nodes only (without ``ranked`` every node is a passage)
+            edge_index, edge_weight = _without_edges_into(entity_pos[~ranked[entity_pos]], edge_index, edge_weight, dense.numel())
         question = batch[entity_pos]
         total = torch.zeros(seed_scores.size(0), device=dense.device).index_add_(0, question, entity_weight.float())
         share = torch.where(total > 0, knobs.entity_seeds, 0.0)
