@@ -29,12 +29,12 @@ from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import QADataset
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.evaluation.metrics import retrieval_metrics
-from isorag_pyg.index.cache import cached_index
-from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
+from isorag_pyg.experiments.index_cache import cached_index
+from isorag_pyg.experiments.inputs import EvaluationInputs, evaluation_inputs
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.config import RETRIEVER_META, plain
 from isorag_pyg.qa import OpenAIChatGenerator, PromptTemplate
-from isorag_pyg.qa.server import Timing
+from isorag_pyg.qa.llama_server import Timing
 from isorag_pyg.retrieval import Queries, Retriever
 from isorag_pyg.training.config import FThetaConfig
 
@@ -82,8 +82,8 @@ def setup(*overrides: str, backend: str | None = None) -> Setup:
 def evaluation(*overrides: str) -> tuple[EvaluationInputs, int]:
     """The questions, their index and encoded questions that the ``eval`` config with
     ``overrides`` describes, and its ``k``: through the library's entry points with plain
-    arguments, :func:`~isorag_pyg.index.cache.cached_index` (built once per settings, then cached)
-    and :func:`~isorag_pyg.index.evaluation.evaluation_inputs`."""
+    arguments, :func:`~isorag_pyg.experiments.index_cache.cached_index` (built once per settings, then cached)
+    and :func:`~isorag_pyg.experiments.inputs.evaluation_inputs`."""
     cfg = _eval_config(*overrides)
     eval_ds, train_ds = conf.split_datasets(cfg)
     settings = conf.index_settings(cfg, conf.needs_f_theta(cfg, [cfg.retriever]))
@@ -274,7 +274,7 @@ class Spread:
             return [record for part in pool.map(lambda g, r: g.generate(r), self.generators, shares) for record in part]
 
 
-# ------------------------------------------------------------------ corpora with titles blanked (untitled*.py)
+# ------------------------------------------------------------------ corpora with titles blanked (blank_titles*.py)
 
 
 def blanked(corpus: list[Passage], keep: float = 0.0, seed: int = 0) -> list[Passage]:

@@ -3,7 +3,7 @@
     python -m benchmarks.device_speed [--devices cpu cuda] [--passages 100000 1000000] [--queries 1000]
                                       [--phi-nodes 100000] [--f-theta-nodes 20000] [--epochs 2]
 
-Corpora as in benchmarks/latency.py: a Barabási-Albert graph (m = 5), random unit 384-d embeddings
+Generated corpora (benchmarks/common.py): a Barabási-Albert graph (m = 5), random unit 384-d embeddings
 (MiniLM's width), queries near random passages, random φ. On each device in turn:
 
 * ISO-RAG batched retrieval (``ISORetriever``, the library's default knobs): ms per query with all

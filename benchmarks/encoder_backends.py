@@ -31,8 +31,8 @@ from isorag_pyg.encoders import SentenceEncoder
 from isorag_pyg.encoders.backends import BACKENDS
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.index import ISORAGIndex
+from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.retrieval import Queries
-from isorag_pyg.utils.isoperimetric import PhiSpec
 
 DATASETS = ("2wikimultihopqa", "musique", "hotpotqa")
 

@@ -45,7 +45,7 @@ print(json.dumps({"imports_s": imported - start, "open_s": opened - imported, "p
 
 def build_2wiki(repeats: int, out: Path) -> dict:
     from isorag_pyg.index import ISORAGIndex
-    chosen = setup("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false")
+    chosen = setup("dataset=2wikimultihopqa", "graph=title_mention", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false")
     eval_ds, options = chosen.dataset, chosen.options
     encoder = options["encoder"]
     encoder.encode([p.content for p in eval_ds.corpus])  # fills the embedding cache (untimed)
@@ -87,9 +87,10 @@ def generated_index(n: int, out: Path) -> dict:
     from isorag_pyg.datasets import Passage
     from isorag_pyg.graph import graph_statistics
     from isorag_pyg.index import ISORAGIndex, corpus_hash
-    from isorag_pyg.index.contents import IndexContents
-    from isorag_pyg.index.passages import PassageStore
-    from isorag_pyg.utils import PhiSpec, log_phi_from_ball
+    from isorag_pyg.knobs import PhiSpec
+    from isorag_pyg.store.contents import IndexContents
+    from isorag_pyg.store.passages import PassageStore
+    from isorag_pyg.utils import log_phi_from_ball
 
     torch.manual_seed(0)
     start = time.perf_counter()

@@ -61,7 +61,7 @@ import numpy as np
 from benchmarks.common import REPO, results_name, setup, write_json
 from isorag_pyg.cli.parser import ENCODER_BACKENDS
 from isorag_pyg.server.latency import percentile_ms
-from isorag_pyg.utils.memory import freeze_long_lived
+from isorag_pyg.server.memory import freeze_long_lived
 
 #: Per comparison, its two servers in the order A, B: each level runs A, B, B, A and reports A / B.
 COMPARISONS = ("batching", "backends")
@@ -79,7 +79,8 @@ def load_or_build_index(directory: Path, questions_only: bool, backend: str = "t
     ``questions_only``) the index's summary."""
     from isorag_pyg.index import ISORAGIndex
 
-    chosen = setup("dataset=2wikimultihopqa", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false", backend=backend)
+    chosen = setup("dataset=2wikimultihopqa", "graph=title_mention", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false",
+                   backend=backend)
     eval_ds = chosen.dataset
     if not questions_only:
         start = time.perf_counter()

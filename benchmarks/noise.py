@@ -47,7 +47,7 @@ from benchmarks.common import (
     write_json,
 )
 from isorag_pyg.evaluation.metrics import per_question_recall, retrieval_metrics
-from isorag_pyg.index.evaluation import EvaluationInputs
+from isorag_pyg.experiments.inputs import EvaluationInputs
 from isorag_pyg.knobs import ISOKnobs
 
 

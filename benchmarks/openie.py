@@ -18,9 +18,9 @@ from pathlib import Path
 
 from benchmarks.common import DATA_DIR, results_name, write_json
 from isorag_pyg.datasets.formats import read_corpus
+from isorag_pyg.graph.openie import OpenIEExtractor
+from isorag_pyg.qa.llama_server import LlamaServer, ReaderSettings
 from isorag_pyg.qa.models import packaged_gemma
-from isorag_pyg.qa.openie import OpenIEExtractor
-from isorag_pyg.qa.server import LlamaServer, ReaderSettings
 
 CORPORA = {"2wikimultihopqa": "2wikimultihopqa/corpus.json", "musique": "musique/train_corpus.json", "hotpotqa": "hotpotqa/train_corpus.json"}
 

@@ -11,7 +11,7 @@ the title-mention graph. Per row: EM, F1, average prompt tokens (the server's co
 question (one request at a time per server, wall clock), llama.cpp's prompt and generation
 tokens/s (its own timings; prompt tokens are those after the few-shot prefix reused from the
 previous prompt), and how often a gold answer appears verbatim (normalised) in the passages.
-The server runs with :class:`~isorag_pyg.qa.server.ReaderSettings` (``--threads`` per server). ``--agreement N`` also asks the same model through transformers
+The server runs with :class:`~isorag_pyg.qa.llama_server.ReaderSettings` (``--threads`` per server). ``--agreement N`` also asks the same model through transformers
 (the GGUF de-quantized) with the first N prompts of each row of each dataset, and counts
 identical greedy answers. ``--split train`` runs on the training questions (minus the template's
 few-shot examples): the prompt was tuned that way, never on the dev questions.
@@ -43,8 +43,8 @@ from benchmarks.common import (
 )
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.qa import OpenAIChatGenerator, PromptTemplate, TransformersGenerator, answer_questions, normalize_answer
+from isorag_pyg.qa.llama_server import LlamaServer, ReaderSettings
 from isorag_pyg.qa.models import packaged_gemma
-from isorag_pyg.qa.server import LlamaServer, ReaderSettings
 
 ROWS = ["closed_book", "dense", "iso", "ppr", "oracle"]
 
@@ -53,7 +53,7 @@ def rankings(dataset: str, rows: list[str], k: int, split: str, max_questions: i
              overrides: list[str]) -> tuple[list[Question], dict[str, list[list[Passage]]]]:
     """The questions and, per row, each question's passages (best first): none, a retriever's
     top ``k`` (its default config) or the gold passages."""
-    inputs, _ = evaluation(f"dataset={dataset}", f"split={split}", f"max_questions={max_questions}", *overrides)
+    inputs, _ = evaluation(f"dataset={dataset}", "graph=title_mention", f"split={split}", f"max_questions={max_questions}", *overrides)
     questions, passages = inputs.dataset.questions, inputs.index.passages
     out: dict[str, list[list[Passage]]] = {}
     for row in rows:

@@ -2,7 +2,7 @@
 the φ ablations.
 
     python -m benchmarks.quality [--datasets musique hotpotqa 2wikimultihopqa] [--graphs leakfree title_mention context_cooccurrence]
-    python -m benchmarks.quality --per-dataset-knobs benchmarks/results/tuning_round3.json --graphs title_mention
+    python -m benchmarks.quality --per-dataset-knobs benchmarks/results/tuning_round3_train.json --graphs title_mention
     python -m benchmarks.quality --tuned-on-dev --graphs title_mention --ablation-seeds 5
 
 Knobs: by default conf/retriever/iso.yaml's, which are the library's defaults on these graphs (tuned on the training questions by

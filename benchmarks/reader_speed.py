@@ -5,7 +5,7 @@ greedy answers equal those of the first configuration (today's settings before t
     python -m benchmarks.reader_speed                                    # 20 training questions of HotpotQA
     python -m benchmarks.reader_speed --configs legacy default threads=1 n_batch=1024,n_ubatch=1024
 
-A configuration is ``legacy`` (:data:`~isorag_pyg.qa.server.LEGACY_SETTINGS`: one thread, logits
+A configuration is ``legacy`` (:data:`~isorag_pyg.qa.llama_server.LEGACY_SETTINGS`: one thread, logits
 of every prompt token, llama-cpp-python's batch sizes), ``default`` (:class:`ReaderSettings`()),
 or ``KEY=VALUE[,KEY=VALUE...]`` over the defaults (``threads``, ``logits_all``, ``n_batch``,
 ``n_ubatch``, ``prompt_cache``, and ``servers``: that many servers sharing the questions, one
@@ -32,8 +32,8 @@ from typing import Any
 from benchmarks.common import Spread, results_name, setup, template, throughput, write_json
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.qa import OpenAIChatGenerator
+from isorag_pyg.qa.llama_server import LEGACY_SETTINGS, LlamaServer, ReaderSettings
 from isorag_pyg.qa.models import packaged_gemma
-from isorag_pyg.qa.server import LEGACY_SETTINGS, LlamaServer, ReaderSettings
 
 PASSAGES = 5
 

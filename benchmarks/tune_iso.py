@@ -3,8 +3,7 @@
     python -m benchmarks.tune_iso [--split train|dev] [--grid round2|round3|round4] [--datasets ...] [--graphs title_mention ...]
 
 ``--split train`` (the default) tunes on the TRAINING questions (each over its own corpus), never
-on the dev questions that benchmarks/quality.py reports: results/tuning.json (round 2) and
-tuning_round3.json. ``--split dev`` tunes on the dev questions
+on the dev questions that benchmarks/quality.py reports (writes tuning_<grid>_train.json). ``--split dev`` tunes on the dev questions
 themselves and writes tuning_<grid>_dev.json: its best scores are IN-SAMPLE
 (chosen on the questions they are measured on). To show how much of them is selection, every run
 also reports a repeated 2-fold cross-validation of the same selection (choose on half the
@@ -34,12 +33,10 @@ from isorag_pyg.evaluation import (
     retrieval_metrics,
 )
 
-# Round 1 (results/tuning_round1.json: graphs leakfree and title_mention, hops 1-2, shell_floor 0) found
-# title_mention best, hops=2 no better than 1, and pruning costly because empty 2-hop shells give φ = 0;
-# round 2 (results/tuning.json) adds shell_floor; round 3
-# (results/tuning_round3.json) keeps round 2's φ (p=1, shell_floor=8, lambda_graph=0.9) and searches
-# the candidate set (hops, hub cap, over-retrieval) with β, α and the uniform-φ control, per dataset;
-# round 4 searches the candidate set and φ (p, shell_floor, β) together.
+# The grids: round 2 searches β and α with the uniform-φ control; round 3 keeps round 2's φ (p=1,
+# shell_floor=8, lambda_graph=0.9) and searches the candidate set (hops, hub cap, over-retrieval) with
+# β, α and the uniform-φ control, per dataset; round 4 searches the candidate set and φ (p,
+# shell_floor, β) together.
 GRIDS = {
     "round2": {
         "alpha": [0.5, 0.85],
@@ -76,7 +73,6 @@ GRIDS = {
         "phi_mode": ["real", "uniform"],
     },
 }
-OUTPUT = {("round2", "train"): "tuning.json", ("round3", "train"): "tuning_round3.json"}
 def cross_validation(rows: list[dict], recalls: list) -> dict[str, dict[str, float]]:
     """Held-out (2-fold, 3 repeats) against in-sample Recall@5 of each family's selection."""
     families = {
@@ -142,7 +138,7 @@ def report(rows: list[dict], keys: list[str], args: argparse.Namespace, cv: dict
     in_sample = args.split == "dev"
     protocol = ("split=dev: tuned on the dev questions themselves; best scores are IN-SAMPLE, see cross_validation for held-out"
                 if in_sample else "split=train (training questions over their own corpus); dev untouched")
-    name = OUTPUT.get((args.grid, args.split), f"tuning_{args.grid}_{args.split}.json")
+    name = f"tuning_{args.grid}_{args.split}.json"
     write_json(name, {"protocol": protocol, "split": args.split, "grid": GRIDS[args.grid], "ppr_grid": PPR_GRID,
                       "best": {"graph": best[0], **dict(zip(keys, best[1:]))},
                       "best_per_dataset": {d: {"iso": r, "ppr": ppr_best[d]} for d, r in iso_best.items()},

@@ -97,10 +97,8 @@ PHI_OVERRIDES = ("p", "eps", "shell_floor")
 class ISOKnobs(Knobs):
     """ISO-RAG's retrieval knobs (:class:`~isorag_pyg.retrieval.ISORetriever`).
 
-    The defaults were chosen on the TRAINING questions of the shared MuSiQue, HotpotQA and 2Wiki
-    files across clean and noisy graphs (the noise benchmark: best mean Recall@5 among the
-    settings within 0.5 points of uniform φ on every clean training graph), never on dev.
-    ``alpha`` (0.85) differs from global PPR's (0.5, :class:`PPRKnobs`): each was tuned for its
+    The defaults were chosen on training questions only, across clean and noisy graphs (how: the
+    project's benchmark docs, the noise benchmark). ``alpha`` (0.85) differs from global PPR's (0.5, :class:`PPRKnobs`): each was tuned for its
     own retriever; a local graph of a few hundred nodes needs longer walks than the whole corpus.
 
     Args:
@@ -121,18 +119,15 @@ class ISOKnobs(Knobs):
             nodes the question mentions (rule extractor, matched after the entity graph's own
             normalisation; HippoRAG's query-matched entity seeds), split among them in inverse
             proportion to their degree; the passage seeds keep the rest. Questions that mention
-            no entity node, and graphs without entity nodes, keep passage seeds only. The
-            default 0.5 had the best mean Recall@5 of 0, 0.25, 0.5, 0.75 on the training
-            questions with blank titles (6 points above 0 on the mean; the study is in the
-            project's benchmarks).
+            no entity node, and graphs without entity nodes, keep passage seeds only (the default
+            was chosen on training questions: the project's benchmark docs, corpora without titles).
         reenter_entity_seeds: whether the walk keeps the edges into the query-matched entity
             seeds. ``False`` (the default) leaves them out, so those seeds are sources only: their
             teleport mass flows out to the passages that mention them, and the mass a passage
             passes on goes to the entities the question does not name (the bridge to a second
             passage) rather than back to them (only a passage left with no other edge restarts
-            through the teleport, as every dead end does). Chosen on the training questions with
-            blank titles and with titles kept (better on 7 of 12 studied corpora, tied on 4, 0.5
-            points worse on one; the project's benchmarks).
+            through the teleport, as every dead end does; the default was chosen on training
+            questions: the project's benchmark docs, corpora without titles).
         unique_mention_seeds: on an entity graph, an entity the question names that only one
             passage mentions (no entity node: it links nothing) seeds that passage, as an entity
             node of degree 1 would: it shares the ``entity_seeds`` teleport mass with weight 1.

@@ -50,3 +50,19 @@ def llama_server_installed() -> None:
         if os.environ.get("ISORAG_REQUIRE_LLAMA_SERVER") == "1":
             pytest.fail("llama-cpp-python[server] is required (ISORAG_REQUIRE_LLAMA_SERVER=1) but not installed")
         pytest.skip("llama-cpp-python[server] not installed (.ci/run builds and installs its wheel)")
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    """A small saved index about made-up places (tests/index_helpers.py), built once per module."""
+    from index_helpers import build, passages
+
+    return build(passages(20)).save(tmp_path_factory.mktemp("saved") / "index")
+
+
+@pytest.fixture
+def copy(saved, tmp_path) -> Path:
+    """A private copy of :func:`saved`, free to change."""
+    from isorag_pyg import ISORAGIndex
+
+    return ISORAGIndex.load(saved).save(tmp_path / "index")

@@ -12,12 +12,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "isorag_pyg"
 #: Bottom to top: a module may import from its own layer or those below.
 LAYERS = [
-    {"version", "lazy", "knobs"},
+    {"version", "lazy", "knobs", "defaults", "plugins"},
     {"utils"},
     {"datasets", "nn"},
-    {"encoders", "graph", "training", "retrieval", "transforms"},
-    {"evaluation", "qa", "scale"},
+    {"encoders", "qa", "training", "transforms", "retrieval"},
+    {"graph", "scale", "evaluation"},
+    {"store"},
     {"index"},
+    {"llm", "experiments"},
     {"jobs", "server"},
     {"cli"},
 ]
@@ -69,6 +71,18 @@ def test_no_import_cycle():
 def test_no_module_imports_from_a_layer_above_its_own():
     upward = [(a, b) for a, targets in import_graph().items() for b in targets if layer(b) > layer(a)]
     assert upward == []
+
+
+def test_no_module_is_imported_for_its_side_effects():
+    """``from package import module  # noqa: F401`` (a registration by import) is not how parts join a registry."""
+    side_effects = {f"{module_name(p)}:{i}": line.strip() for p in PACKAGE.rglob("*.py")
+                    for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"^\s*(from|import) .*# noqa: F401", line)
+                    and "import " in line and not line.strip().startswith("import llama_cpp")}
+    assert side_effects == {}
+
+
+def test_index_holds_at_most_ten_modules():
+    assert len(list((PACKAGE / "index").glob("*.py"))) <= 10
 
 
 def test_no_library_module_is_over_300_lines():

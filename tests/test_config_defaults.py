@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from isorag_pyg import defaults
 from isorag_pyg.cli.parser import build_parser
-from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS
 from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, graph_knobs
 from isorag_pyg.index.registry import resolve_knobs
 from isorag_pyg.jobs.config import plain
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 
 
-def defaults(function) -> dict:
+def signature_defaults(function) -> dict:
     return {name: p.default for name, p in inspect.signature(function).parameters.items() if p.default is not inspect.Parameter.empty}
 
 
@@ -73,13 +73,13 @@ def test_benchmarks_run_the_library_defaults_where_the_index_stores_no_knobs():
 @pytest.mark.parametrize("cls,knobs", [(ISORetriever, ISOKnobs), (GlobalPPRRetriever, PPRKnobs), (DenseRetriever, DenseKnobs),
                                        (BM25Retriever, BM25Knobs)])
 def test_retrievers_take_the_knob_dataclasses(cls, knobs):
-    assert defaults(cls.__init__)["knobs"] == knobs()
+    assert signature_defaults(cls.__init__)["knobs"] == knobs()
 
 
 @pytest.mark.parametrize("path,cls", [("model/poincare.yaml", HyperbolicEmbeddingModule), ("data/triplets.yaml", GraphTripletDataModule)])
 def test_f_theta_configs_equal_the_library_defaults(path, cls):
     config = yaml(path)
-    library = defaults(cls.__init__)
+    library = signature_defaults(cls.__init__)
     assert config == {k: library[k] for k in config}, path
     assert set(library) - set(config) <= {"curvature", "seed"}
 
@@ -87,10 +87,10 @@ def test_f_theta_configs_equal_the_library_defaults(path, cls):
 def test_phi_trainer_transform_and_ppr_defaults():
     assert PhiSpec(**yaml("phi/default.yaml")) == PhiSpec()
     assert yaml("trainer/default.yaml", drop=("_target_",)) == DEFAULT_TRAINER
-    transform = defaults(IsoperimetricFilter.__init__)
+    transform = signature_defaults(IsoperimetricFilter.__init__)
     assert {k: transform[k] for k in ("p", "eps", "shell_floor", "curvature")} == dataclasses.asdict(PhiSpec())
     assert transform["beta"] == ISOKnobs.beta
-    ppr = defaults(personalized_pagerank)
+    ppr = signature_defaults(personalized_pagerank)
     assert {k: ppr[k] for k in ("alpha", "tol", "max_iter")} == {"alpha": PPRKnobs.alpha, "tol": PPRKnobs.tol, "max_iter": PPRKnobs.max_iter}
 
 
@@ -109,8 +109,12 @@ def test_cli_defaults_and_help_come_from_the_library():
     commands = build_parser()._subparsers._group_actions[0].choices
     expected = {
         "index": {"p": PhiSpec.p, "shell_floor": PhiSpec.shell_floor, "epochs": DEFAULT_TRAINER["max_epochs"], "seed": FThetaConfig.seed,
-                  "max_tokens": DEFAULT_MAX_TOKENS},
+                  "max_tokens": defaults.MAX_TOKENS, "ray_workers": defaults.RAY_WORKERS, "ray_cpus": defaults.RAY_CPUS_PER_WORKER,
+                  "ray_gpus": defaults.RAY_GPUS_PER_WORKER, "lock_timeout": defaults.LOCK_TIMEOUT_S},
         "add": {"epochs": DEFAULT_TRAINER["max_epochs"], "seed": FThetaConfig.seed},
+        "query": {"k": defaults.K},
+        "tune": {"folds": defaults.TUNE_FOLDS, "k": defaults.K},
+        "serve": {"port": defaults.PORT},
     }
     for command, values in expected.items():
         actions = {action.dest: action for action in commands[command]._actions}
@@ -118,7 +122,35 @@ def test_cli_defaults_and_help_come_from_the_library():
             assert actions[dest].default == value, (command, dest)
             assert f"(default: {value:g})" in actions[dest].help, (command, dest)
     add_max_tokens = next(action for action in commands["add"]._actions if action.dest == "max_tokens")
-    assert add_max_tokens.default is None and f"(default: the index's own, else {DEFAULT_MAX_TOKENS})" in add_max_tokens.help
+    assert add_max_tokens.default is None and f"(default: the index's own, else {defaults.MAX_TOKENS})" in add_max_tokens.help
     serve = {action.dest: action for action in commands["serve"]._actions}  # unset unless given, so --no-batching can refuse them
     assert serve["max_batch"].default is None and f"(default: {ServerSettings().max_batch})" in serve["max_batch"].help
     assert serve["batch_window_ms"].default is None and f"(default: {ServerSettings().batch_window_ms:g})" in serve["batch_window_ms"].help
+
+
+def test_every_k_default_is_the_one_in_defaults():
+    """``k`` (passages per question) has one default: the library's signatures, the PyG stores and
+    the server's request body read defaults.K, and the tuning/retriever defaults theirs."""
+    from isorag_pyg.experiments.tuning import tune
+    from isorag_pyg.index import ISORAGIndex
+    from isorag_pyg.llm import ISORAGFeatureStore, rag_components
+    from isorag_pyg.scale import RayEncoder
+    from isorag_pyg.server.app import RetrieveBody
+
+    for function in (ISORAGIndex.retrieve, ISORAGIndex.explain, tune, rag_components, ISORAGFeatureStore.__init__):
+        assert signature_defaults(function)["k"] == defaults.K, function
+    assert RetrieveBody.model_fields["k"].default == defaults.K
+    assert RetrieveBody.model_fields["retriever"].default == signature_defaults(ISORAGIndex.retrieve)["retriever"] == defaults.RETRIEVER
+    assert {k: signature_defaults(tune)[k] for k in ("folds", "repeats")} == {"folds": defaults.TUNE_FOLDS, "repeats": defaults.TUNE_REPEATS}
+    assert signature_defaults(tune)["grid"] is defaults.TUNE_GRID
+    ray = signature_defaults(RayEncoder.__init__)
+    assert (ray["workers"], ray["cpus_per_worker"], ray["gpus_per_worker"]) == (defaults.RAY_WORKERS, defaults.RAY_CPUS_PER_WORKER,
+                                                                                defaults.RAY_GPUS_PER_WORKER)
+
+
+def test_cli_retriever_names_are_the_built_in_registry():
+    from isorag_pyg.cli.parser import RETRIEVER_NAMES
+    from isorag_pyg.index import RETRIEVERS
+
+    assert set(RETRIEVER_NAMES) <= set(RETRIEVERS)
+    assert {name for name in RETRIEVERS if not name.startswith("hipporag")} == set(RETRIEVER_NAMES) - {"hipporag"}

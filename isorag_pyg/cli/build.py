@@ -6,33 +6,20 @@ import argparse
 
 def run_index(args: argparse.Namespace) -> list[str]:
     """Build the index of ``args.corpus`` and save it; its summary and graph statistics."""
-    from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
-    from isorag_pyg.encoders.spec import build_encoder
     from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
+    from isorag_pyg.index.build import passage_encoder
+    from isorag_pyg.index.corpus import corpus_tokenizer
     from isorag_pyg.knobs import PhiSpec
 
-    if args.encoder_backend == "openai" and not args.encoder:
-        raise ValueError("--encoder-backend openai needs --encoder MODEL: the model name the server embeds with")
-    if args.ray is not None and args.encode_devices:
-        raise ValueError("--ray and --encode-devices are two ways to spread the encoding: choose one")
-    if args.ray is not None and (args.encoder_backend != "torch" or args.pool_tokens):
-        raise ValueError("--ray encodes with the torch backend: drop --encoder-backend and --pool-tokens")
-    tokenizer = None if args.encoder_backend == "openai" else args.encoder or DEFAULT_ENCODER  # a server's tokenizer is not here: count words
-    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=tokenizer)
-    if args.ray is not None:
-        from isorag_pyg.scale import RayEncoder
-
-        encoder = RayEncoder(args.encoder or DEFAULT_ENCODER, address=None if args.ray == "local" else args.ray, workers=args.ray_workers,
-                             cpus_per_worker=args.ray_cpus, gpus_per_worker=args.ray_gpus)
-    else:
-        encoder = build_encoder(args.encoder or DEFAULT_ENCODER, args.encoder_backend, show_progress=not args.quiet, devices=args.encode_devices,
-                                pool_tokens=args.pool_tokens)
+    encoder = passage_encoder(args.encoder, args.encoder_backend, args.encode_devices, args.pool_tokens, args.ray, args.ray_workers,
+                              args.ray_cpus, args.ray_gpus, show_progress=not args.quiet)  # incompatible options fail before the corpus is read
+    passages = ISORAGIndex.read_corpus(args.corpus, args.max_tokens, encoder=corpus_tokenizer(args.encoder, args.encoder_backend))
     phi = PhiSpec(p=args.p, shell_floor=args.shell_floor)
     f_theta = f_theta_config(args.epochs, args.seed, args.quiet) if phi.needs_coordinates else None
     graph = None if args.graph == "auto" else {name: {} for name in args.graph.split("+") if name}
-    index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann)
-    index.max_tokens = args.max_tokens
+    index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann,
+                              max_tokens=args.max_tokens)
     index.save(args.out_dir, lock_timeout=args.lock_timeout)
     return [f"{args.out_dir}: {index!r}", *describe_graph(index.statistics)]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")  #: a copy of encoders.backends.BACKENDS (tested equal)
+RETRIEVER_NAMES = ("iso", "iso_uniform", "iso_shuffled", "iso_random", "dense", "bm25", "ppr")  #: the built-in retrievers (tested equal)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -15,8 +16,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``isorag`` command line: one subcommand per job, each with its options and defaults."""
-    from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS  # light: no torch
-    from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S
+    from isorag_pyg import defaults
     from isorag_pyg.knobs import PhiSpec  # light: dataclasses only
     from isorag_pyg.server.settings import ServerSettings
     from isorag_pyg.training.config import DEFAULT_TRAINER, FThetaConfig
@@ -35,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--p", type=float, default=PhiSpec.p,
                        help=f"φ's volume exponent: 0 counts nodes and needs no f_θ, > 0 trains f_θ for hyperbolic volumes (default: {PhiSpec.p:g})")
     build.add_argument("--shell-floor", type=float, default=PhiSpec.shell_floor, help=f"φ's shell floor (default: {PhiSpec.shell_floor:g})")
-    build.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
-                       help=f"tokens per passage when splitting documents (default: {DEFAULT_MAX_TOKENS})")
+    build.add_argument("--max-tokens", type=int, default=defaults.MAX_TOKENS,
+                       help=f"tokens per passage when splitting documents (default: {defaults.MAX_TOKENS})")
     build.add_argument("--ann", choices=["exact", "hnsw", "ivf"], default="exact",
                        help="dense candidates: scan every passage, or a FAISS hnsw / ivf index at its default parameters (default: exact)")
     build.add_argument("--encoder-backend", default="torch", choices=[*ENCODER_BACKENDS, "openai"],
@@ -48,17 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="encode in one process per device, e.g. cuda:0 cuda:1, or cpu cpu cpu cpu (default: one process)")
     build.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                        help="encode on Ray actors: alone, a Ray instance on this machine; or a cluster (auto, ray://head:10001)")
-    build.add_argument("--ray-workers", type=int, default=2, help="encoder actors with --ray, one per GPU or CPU worker (default: 2)")
-    build.add_argument("--ray-cpus", type=float, default=1.0, help="CPUs per encoder actor with --ray (default: 1)")
-    build.add_argument("--ray-gpus", type=float, default=0.0, help="GPUs per encoder actor with --ray (default: 0)")
+    build.add_argument("--ray-workers", type=int, default=defaults.RAY_WORKERS,
+                       help=f"encoder actors with --ray, one per GPU or CPU worker (default: {defaults.RAY_WORKERS})")
+    build.add_argument("--ray-cpus", type=float, default=defaults.RAY_CPUS_PER_WORKER,
+                       help=f"CPUs per encoder actor with --ray (default: {defaults.RAY_CPUS_PER_WORKER:g})")
+    build.add_argument("--ray-gpus", type=float, default=defaults.RAY_GPUS_PER_WORKER,
+                       help=f"GPUs per encoder actor with --ray (default: {defaults.RAY_GPUS_PER_WORKER:g})")
     build.add_argument("--seed", type=int, default=seed, help=f"f_θ's training seed (default: {seed})")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
 
     query = commands.add_parser("query", help="retrieve passages for questions")
     query.add_argument("index_dir")
     query.add_argument("questions", nargs="+", help="one or more questions")
-    query.add_argument("-k", type=int, default=5, help="passages per question (default: 5)")
-    query.add_argument("--retriever", default="iso", help="iso, iso_uniform, iso_shuffled, iso_random, dense, bm25, ppr (default: iso)")
+    query.add_argument("-k", type=int, default=defaults.K, help=f"passages per question (default: {defaults.K})")
+    query.add_argument("--retriever", default=defaults.RETRIEVER, help=f"{', '.join(RETRIEVER_NAMES)} (default: {defaults.RETRIEVER})")
     query.add_argument("--json", action="store_true", help="one JSON object per question: {question, results: [{id, title, text, score}]}")
     query.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
     query.add_argument("--timings", action="store_true", help="print seconds spent on imports, loading, model and retrieval to stderr (JSON)")
@@ -70,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--epochs", type=int, default=epochs, help=f"f_θ training epochs with --refit (default: {epochs})")
     add.add_argument("--seed", type=int, default=seed, help=f"f_θ's training seed with --refit (default: {seed})")
     add.add_argument("--max-tokens", type=int, default=None,
-                       help=f"tokens per passage when splitting documents (default: the index's own, else {DEFAULT_MAX_TOKENS})")
+                       help=f"tokens per passage when splitting documents (default: the index's own, else {defaults.MAX_TOKENS})")
 
     remove = commands.add_parser("remove", help="remove passages from an index by id (saved atomically)")
     remove.add_argument("index_dir")
@@ -80,45 +83,46 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("index_dir")
     tune.add_argument("questions", help="JSON/JSONL of {question, gold_ids}, or any dataset question file (gold matched by title/text)")
     tune.add_argument("--grid", nargs="+", default=None, metavar="KNOB=V1,V2", help="the search grid (default: beta, alpha, hops)")
-    tune.add_argument("--folds", type=int, default=2, help="cross-validation folds (default: 2)")
+    tune.add_argument("--folds", type=int, default=defaults.TUNE_FOLDS, help=f"cross-validation folds (default: {defaults.TUNE_FOLDS})")
+    tune.add_argument("-k", type=int, default=defaults.K, help=f"the Recall@k the grid is scored by (default: {defaults.K})")
     tune.add_argument("--dry-run", action="store_true", help="report, but do not store the knobs")
     for writer in (build, add, remove, tune):
-        writer.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S,
-                            help=f"seconds to wait for another writer of the index to finish (default: {DEFAULT_LOCK_TIMEOUT_S:g})")
+        writer.add_argument("--lock-timeout", type=float, default=defaults.LOCK_TIMEOUT_S,
+                            help=f"seconds to wait for another writer of the index to finish (default: {defaults.LOCK_TIMEOUT_S:g})")
 
     info = commands.add_parser("info", help="show an index's manifest and graph statistics")
     info.add_argument("index_dir")
     info.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
 
-    defaults = ServerSettings()
+    limits = ServerSettings()
     serve = commands.add_parser("serve", help="serve an index over HTTP (POST /retrieve, GET /health, GET /info)")
     serve.add_argument("index_dir")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
-    serve.add_argument("--port", type=int, default=8000, help="TCP port 1-65535; 0 picks a free one (default: 8000)")
+    serve.add_argument("--host", default=defaults.HOST, help=f"address to listen on (default: {defaults.HOST}, this machine only)")
+    serve.add_argument("--port", type=int, default=defaults.PORT, help=f"TCP port 1-65535; 0 picks a free one (default: {defaults.PORT})")
     serve.add_argument("--batch-window-ms", type=float, default=None,
-                       help=f"how long a request waits for others to share its batch (default: {defaults.batch_window_ms:g})")
-    serve.add_argument("--max-batch", type=int, default=None, help=f"questions per batched call (default: {defaults.max_batch})")
+                       help=f"how long a request waits for others to share its batch (default: {limits.batch_window_ms:g})")
+    serve.add_argument("--max-batch", type=int, default=None, help=f"questions per batched call (default: {limits.max_batch})")
     serve.add_argument("--no-batching", action="store_true", help="answer every request on its own (--max-batch 1 --batch-window-ms 0)")
-    serve.add_argument("--max-questions", type=int, default=defaults.max_questions,
-                       help=f"questions per request (default: {defaults.max_questions})")
-    serve.add_argument("--max-k", type=int, default=defaults.max_k, help=f"largest k a request may ask for (default: {defaults.max_k})")
-    serve.add_argument("--max-question-chars", type=int, default=defaults.max_question_chars,
-                       help=f"characters per question (default: {defaults.max_question_chars})")
-    serve.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes,
-                       help=f"request body size (default: {defaults.max_body_bytes})")
-    serve.add_argument("--max-pending", type=int, default=defaults.max_pending,
-                       help=f"queued questions beyond which requests get 503 (default: {defaults.max_pending})")
+    serve.add_argument("--max-questions", type=int, default=limits.max_questions,
+                       help=f"questions per request (default: {limits.max_questions})")
+    serve.add_argument("--max-k", type=int, default=limits.max_k, help=f"largest k a request may ask for (default: {limits.max_k})")
+    serve.add_argument("--max-question-chars", type=int, default=limits.max_question_chars,
+                       help=f"characters per question (default: {limits.max_question_chars})")
+    serve.add_argument("--max-body-bytes", type=int, default=limits.max_body_bytes,
+                       help=f"request body size (default: {limits.max_body_bytes})")
+    serve.add_argument("--max-pending", type=int, default=limits.max_pending,
+                       help=f"queued questions beyond which requests get 503 (default: {limits.max_pending})")
     serve.add_argument("--threads", type=int, default=None, help="torch threads for encoding and retrieval (default: one per core)")
     serve.add_argument("--encoder-backend", default=None, choices=ENCODER_BACKENDS,
                        help="embed questions on another backend with the same fingerprint (torch, onnx, openvino, openvino-bf16) "
                             "(default: the index's)")
-    serve.add_argument("--query-cache", type=int, default=defaults.query_cache,
-                       help=f"question embeddings kept in an LRU cache; 0 turns it off (default: {defaults.query_cache})")
+    serve.add_argument("--query-cache", type=int, default=limits.query_cache,
+                       help=f"question embeddings kept in an LRU cache; 0 turns it off (default: {limits.query_cache})")
     serve.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
-    serve.add_argument("--read-timeout", type=float, default=defaults.read_timeout_s,
-                       help=f"seconds a client has to send its whole request; slower connections are closed (default: {defaults.read_timeout_s:g})")
-    serve.add_argument("--max-connections", type=int, default=defaults.max_connections,
-                       help=f"open connections beyond which requests get 503 (default: {defaults.max_connections})")
+    serve.add_argument("--read-timeout", type=float, default=limits.read_timeout_s,
+                       help=f"seconds a client has to send its whole request; slower connections are closed (default: {limits.read_timeout_s:g})")
+    serve.add_argument("--max-connections", type=int, default=limits.max_connections,
+                       help=f"open connections beyond which requests get 503 (default: {limits.max_connections})")
     serve.add_argument("--watch-seconds", type=float, default=None,
                        help="check the index's manifest this often and serve a newly saved version (default: only on POST /reload)")
     return parser

@@ -7,13 +7,13 @@ import sys
 import time
 from typing import Any
 
-from isorag_pyg.cli.clock import STARTED
+from isorag_pyg.cli.start_time import STARTED
 
 
 def run_query(args: argparse.Namespace) -> list[str]:
     """Retrieve for each question: ranked lines, or one JSON object a question with ``--json``."""
     from isorag_pyg.index import ISORAGIndex
-    from isorag_pyg.index.answers import answer_json
+    from isorag_pyg.index.results import answer_json
 
     timings = {"imports_s": time.perf_counter() - STARTED}
     start = time.perf_counter()

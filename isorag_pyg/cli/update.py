@@ -9,7 +9,7 @@ from isorag_pyg.cli.build import f_theta_config
 
 
 def _writer_lock(index_dir: str, timeout: float) -> contextlib.AbstractContextManager[None]:
-    from isorag_pyg.index.locking import existing_index_lock  # held from loading to saving
+    from isorag_pyg.store.locking import existing_index_lock  # held from loading to saving
     return existing_index_lock(index_dir, timeout)
 
 
@@ -19,9 +19,7 @@ def run_add(args: argparse.Namespace) -> list[str]:
 
     with _writer_lock(args.index_dir, args.lock_timeout):
         index = ISORAGIndex.load(args.index_dir)
-        tokenizer = None if index.encoder_spec.get("backend") == "openai" else index.encoder_spec["name"]
-        max_tokens = index.max_tokens if args.max_tokens is None else args.max_tokens
-        passages = ISORAGIndex.read_corpus(args.corpus, max_tokens, encoder=tokenizer, id_offset=index.next_id)
+        passages = index.read_additions(args.corpus, args.max_tokens)
         report = index.add(passages, refit=f_theta_config(args.epochs, args.seed, quiet=True) if args.refit else None)
         if changed := bool(report.added or args.refit):  # passages already there: no new version
             index.save(args.index_dir)
@@ -41,13 +39,15 @@ def run_remove(args: argparse.Namespace) -> list[str]:
 
 def run_tune(args: argparse.Namespace) -> list[str]:
     """Tune ISO-RAG's knobs on questions; save them when they win held out (not with ``--dry-run``)."""
+    from isorag_pyg import defaults
+    from isorag_pyg.experiments.tuning import parse_grid, read_questions, tune
     from isorag_pyg.index import ISORAGIndex
-    from isorag_pyg.index.tuning import DEFAULT_GRID, parse_grid, read_questions, tune
 
     with _writer_lock(args.index_dir, args.lock_timeout):
         index = ISORAGIndex.load(args.index_dir)
         questions, gold = read_questions(args.questions, index)
-        result = tune(index, questions, gold, parse_grid(args.grid) if args.grid else DEFAULT_GRID, folds=args.folds, store=not args.dry_run)
+        result = tune(index, questions, gold, parse_grid(args.grid) if args.grid else defaults.TUNE_GRID, k=args.k, folds=args.folds,
+                      store=not args.dry_run)
         if result.stored:
             index.save(args.index_dir)
     return [f"{args.index_dir}: {result.summary()}"]

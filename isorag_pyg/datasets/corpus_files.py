@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from isorag_pyg import defaults
 from isorag_pyg.datasets.corpus_report import DOCUMENT_SUFFIXES, MAX_PASSAGE_CHARS, CorpusReport
 from isorag_pyg.datasets.errors import DatasetFormatError
 from isorag_pyg.datasets.formats import (
@@ -34,8 +35,6 @@ from isorag_pyg.datasets.types import MatchReport, Passage
 
 log = logging.getLogger(__name__)
 
-#: Tokens of text per passage when a folder of documents is split (the default encoder reads 256).
-DEFAULT_MAX_TOKENS = 200
 
 TokenCounter = Callable[[str], int]
 # an ATX Markdown heading line ("## Install ##"; closing #s after a space); its text is group 1
@@ -44,7 +43,7 @@ _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def load_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, count_tokens: TokenCounter | None = None,
+def load_corpus(path: str | Path, max_tokens: int = defaults.MAX_TOKENS, count_tokens: TokenCounter | None = None,
                 id_offset: int = 0) -> tuple[list[Passage], CorpusReport]:
     """Read passages from ``path``.
 

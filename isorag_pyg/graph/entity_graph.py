@@ -10,56 +10,19 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from isorag_pyg.graph.extraction import EntityExtractor, Extraction
-from isorag_pyg.graph.rule_extractor import RuleExtractor
-from isorag_pyg.graph.text import normalize_unicode
+from isorag_pyg.graph.extraction import Extraction
+from isorag_pyg.graph.extractors import EXTRACTORS
+from isorag_pyg.graph.text import near_duplicate_key, normalize_entity
 
 log = logging.getLogger(__name__)
-
-#: Extractor name -> class; the ``entity_graph`` builder's ``extractor`` argument picks one.
-EXTRACTORS: dict[str, Callable[..., EntityExtractor]] = {"rules": RuleExtractor}
-
-_NON_WORD = re.compile(r"[^\w]+")
-
-
-def _singular(word: str) -> str:
-    """A simple plural's singular ("films" -> "film", "cities" -> "city"); other words unchanged."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) and not word.isdigit():
-        return word[:-1]
-    return word
-
-
-def normalize_entity(name: str) -> str:
-    """The key under which entity strings merge: normalised (:func:`~isorag_pyg.graph.text.normalize_unicode`), casefolded, punctuation
-    dropped, a leading "the" dropped, simple plurals made singular ("The Beatles'" and "beatles"
-    -> "beatle"); empty when nothing is left."""
-    words = _NON_WORD.sub(" ", normalize_unicode(name).casefold()).replace("_", " ").split()
-    if len(words) > 1 and words[0] == "the":
-        words = words[1:]
-    return " ".join(_singular(w) for w in words)
-
-
-def _near_duplicate_key(key: str) -> str:
-    """Keys that differ only in spacing and hyphenation ("new york" / "newyork") merge: a
-    blocking key, so merging stays linear in the number of entities."""
-    return key.replace(" ", "")
-
-
-def entity_key(name: str) -> str:
-    """The key under which an entity string meets its entity node: equal for every surface form
-    merged into one node (its display name included); empty when nothing is left."""
-    return _near_duplicate_key(normalize_entity(name))
 
 
 @dataclass(frozen=True)
@@ -72,7 +35,7 @@ class EntityGraph:
     passages_without_entities: int
     mention_weight: Tensor  # [M] each mention's weight (:func:`specificity`)
     ungrounded: dict[str, int] = field(default_factory=dict)  # what the extractor dropped (:class:`Extraction`)
-    unique_mentions: dict[str, int] = field(default_factory=dict)  # :func:`entity_key` -> the one passage (row) that mentions it
+    unique_mentions: dict[str, int] = field(default_factory=dict)  # :func:`~isorag_pyg.graph.text.entity_key` -> the one passage (row) that mentions it
 
     @property
     def edge_index(self) -> Tensor:
@@ -125,7 +88,7 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
         key = memo.get(raw)
         if key is None:
             normal = normalize_entity(raw)
-            key = memo[raw] = block.setdefault(_near_duplicate_key(normal), normal) if normal else ""
+            key = memo[raw] = block.setdefault(near_duplicate_key(normal), normal) if normal else ""
         return key
 
     for row, names in enumerate(extraction.entities):
@@ -151,7 +114,7 @@ def entity_graph_from_extraction(extraction: Extraction, num_passages: int, min_
     linked = torch.zeros(num_passages, dtype=torch.bool)
     linked[mentions[0]] = True
     weight = specificity(df, num_passages, idf_power)[mentions[1] - num_passages]
-    unique = {_near_duplicate_key(key): next(iter(rows)) for key, rows in mentioned.items() if len(rows) == 1} if min_passages > 1 else {}
+    unique = {near_duplicate_key(key): next(iter(rows)) for key, rows in mentioned.items() if len(rows) == 1} if min_passages > 1 else {}
     return EntityGraph(names, mentions, relations, int((~linked).sum()), weight, dict(extraction.ungrounded), unique)
 
 
@@ -160,12 +123,11 @@ def entity_graph(texts: Sequence[str], extractor: str = "rules", extractor_args:
     """Extract entities (and triples) from ``texts`` with the named extractor of
     :data:`EXTRACTORS` and build the entity graph over them (mentions weighted by
     :func:`specificity` with ``idf_power``)."""
-    if extractor not in EXTRACTORS:
-        raise ValueError(f"unknown entity extractor {extractor!r}; choose from {', '.join(EXTRACTORS)}")
+    make_extractor = EXTRACTORS[extractor]  # an unknown name fails here, before any work
     blank = [i for i, text in enumerate(texts) if not text.strip()]
     if blank:
         log.warning("entity graph: %d passages are empty or whitespace (first: row %d); they get no entity edge", len(blank), blank[0])
-    graph = entity_graph_from_extraction(EXTRACTORS[extractor](**dict(extractor_args or {})).extract(texts), len(texts),
+    graph = entity_graph_from_extraction(make_extractor(**dict(extractor_args or {})).extract(texts), len(texts),
                                          min_passages, max_passages, idf_power)
     if graph.passages_without_entities:
         log.info("entity graph: %d of %d passages share no entity with another passage", graph.passages_without_entities, len(texts))

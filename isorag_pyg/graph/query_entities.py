@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from isorag_pyg.graph.entity_graph import entity_key
 from isorag_pyg.graph.rule_extractor import RuleExtractor
+from isorag_pyg.graph.text import entity_key
 
 # words that open a question capitalised but name nothing ("Did Dara Quen ..." -> "Dara Quen");
 # not "Will" or "Can", which also open names
@@ -48,7 +48,7 @@ class QueryEntityMatcher:
         names: the entity nodes' display names (node ``num_passages + i`` is ``names[i]``).
         num_passages: the passages before the entity nodes.
         extractor: the rule extractor run on each question (default: the entity graph's default one).
-        unique_mentions: entity key (:func:`~isorag_pyg.graph.entity_graph.entity_key`) -> the row
+        unique_mentions: entity key (:func:`~isorag_pyg.graph.text.entity_key`) -> the row
             of the one passage that mentions it (default: none).
     """
 

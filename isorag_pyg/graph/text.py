@@ -1,7 +1,8 @@
-"""The one Unicode normalisation of passage text and entity strings, shared by every extractor
-and by the entity keys, so that a name reads alike wherever it was written."""
+"""The one Unicode normalisation of passage text and entity strings, shared by every extractor,
+and the entity keys built on it, so that a name reads alike wherever it was written."""
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import regex
@@ -21,3 +22,37 @@ def normalize_unicode(text: str) -> str:
     'Windows  1990  five Full McLeod'
     """
     return unicodedata.normalize("NFKC", _SUPERSCRIPT.sub(" ", text))
+
+
+_NON_WORD = re.compile(r"[^\w]+")
+
+
+def _singular(word: str) -> str:
+    """A simple plural's singular ("films" -> "film", "cities" -> "city"); other words unchanged."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) and not word.isdigit():
+        return word[:-1]
+    return word
+
+
+def normalize_entity(name: str) -> str:
+    """The key under which entity strings merge: normalised (:func:`~isorag_pyg.graph.text.normalize_unicode`), casefolded, punctuation
+    dropped, a leading "the" dropped, simple plurals made singular ("The Beatles'" and "beatles"
+    -> "beatle"); empty when nothing is left."""
+    words = _NON_WORD.sub(" ", normalize_unicode(name).casefold()).replace("_", " ").split()
+    if len(words) > 1 and words[0] == "the":
+        words = words[1:]
+    return " ".join(_singular(w) for w in words)
+
+
+def near_duplicate_key(key: str) -> str:
+    """Keys that differ only in spacing and hyphenation ("new york" / "newyork") merge: a
+    blocking key, so merging stays linear in the number of entities."""
+    return key.replace(" ", "")
+
+
+def entity_key(name: str) -> str:
+    """The key under which an entity string meets its entity node: equal for every surface form
+    merged into one node (its display name included); empty when nothing is left."""
+    return near_duplicate_key(normalize_entity(name))

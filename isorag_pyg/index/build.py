@@ -9,20 +9,20 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from isorag_pyg import defaults
+from isorag_pyg.datasets.corpus_files import check_max_tokens
 from isorag_pyg.datasets.types import Passage, QADataset, train_eval_overlap
 from isorag_pyg.encoders import SentenceEncoder, TextEncoder
-from isorag_pyg.encoders.sentence import DEFAULT_ENCODER
-from isorag_pyg.encoders.spec import encoder_spec
+from isorag_pyg.encoders.spec import build_encoder, encoder_spec
 from isorag_pyg.graph import BUILDER_NAMES, EmptyGraphError, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.auto import auto_graph, describe_graph, graph_knobs
-from isorag_pyg.index import extractors  # noqa: F401  (registers the openie extractor)
-from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.corpus import as_passages, corpus_hash
 from isorag_pyg.index.f_theta import adopt_f_theta, train_f_theta
-from isorag_pyg.index.passages import PassageStore
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex, resolve_params
+from isorag_pyg.store.contents import IndexContents
+from isorag_pyg.store.passages import PassageStore
 from isorag_pyg.training.config import FThetaConfig
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
@@ -48,9 +48,30 @@ def graph_spec_of(graph: Mapping[str, Mapping[str, Any] | None] | None, corpus: 
     return spec
 
 
+def passage_encoder(model: str | None = None, backend: str = "torch", devices: Sequence[str] | None = None, pool_tokens: bool = False,
+                    ray: str | None = None, ray_workers: int = defaults.RAY_WORKERS, ray_cpus: float = defaults.RAY_CPUS_PER_WORKER,
+                    ray_gpus: float = defaults.RAY_GPUS_PER_WORKER, show_progress: bool = True) -> TextEncoder:
+    """The encoder that embeds a corpus for :func:`build_index`: ``model`` (default
+    :data:`~isorag_pyg.defaults.ENCODER`) on ``backend`` (:func:`~isorag_pyg.encoders.spec.build_encoder`),
+    in one process per device of ``devices``, or on Ray actors (``ray``: ``"local"`` or a cluster
+    address; ``ray_workers`` actors of ``ray_cpus`` CPUs and ``ray_gpus`` GPUs each). Choices that
+    do not go together fail here, before a model loads."""
+    if ray is not None and devices:
+        raise ValueError("Ray and encode devices are two ways to spread the encoding (--ray, --encode-devices): choose one")
+    if ray is not None and (backend != "torch" or pool_tokens):
+        raise ValueError("Ray encodes with the torch backend: drop --encoder-backend and --pool-tokens (backend, pool_tokens)")
+    if ray is not None:
+        from isorag_pyg.scale import RayEncoder
+
+        return RayEncoder(model or defaults.ENCODER, address=None if ray == "local" else ray, workers=ray_workers,
+                          cpus_per_worker=ray_cpus, gpus_per_worker=ray_gpus)
+    name = model if backend == "openai" else model or defaults.ENCODER  # a server's model has no default
+    return build_encoder(name, backend, show_progress=show_progress, devices=devices, pool_tokens=pool_tokens)
+
+
 def build_index(
     passages: Sequence[Passage | Mapping[str, Any]],
-    encoder: str | TextEncoder = DEFAULT_ENCODER,
+    encoder: str | TextEncoder = defaults.ENCODER,
     graph: Mapping[str, Mapping[str, Any] | None] | None = None,
     f_theta: FThetaConfig | PoincareEncoder | None | str = "auto",
     phi: PhiSpec = PhiSpec(),
@@ -62,9 +83,13 @@ def build_index(
     progress: bool = True,
     ann: str = "exact",
     ann_params: Mapping[str, int] | None = None,
+    max_tokens: int = defaults.MAX_TOKENS,
 ) -> dict[str, Any]:
     """The constructor arguments of an index over ``passages`` (the arguments are
-    :meth:`ISORAGIndex.build`'s). Bad arguments fail before minutes of encoding."""
+    :meth:`ISORAGIndex.build`'s; ``max_tokens``: the budget the passages' documents were split
+    at, which :meth:`ISORAGIndex.read_additions` splits later documents at). Bad arguments fail
+    before minutes of encoding."""
+    check_max_tokens(max_tokens)
     corpus = as_passages(passages)
     f_theta = resolve_f_theta(f_theta, phi)
     resolve_params(ann, ann_params, len(corpus))
@@ -108,4 +133,5 @@ def build_index(
     contents = IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, edges.get("knn"))
     return {"contents": contents, "encoder": encoder_spec(encoder, x.size(1)),
             "phi": phi, "graph_spec": spec, "f_theta": None if fitted is None else fitted.encoder,
-            "f_theta_info": None if fitted is None else fitted.info, "ann": ann_index, "knobs": graph_knobs(spec)}
+            "f_theta_info": None if fitted is None else fitted.info, "ann": ann_index, "knobs": graph_knobs(spec),
+            "max_tokens": max_tokens}

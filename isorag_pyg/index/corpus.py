@@ -8,18 +8,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS, check_max_tokens, load_corpus, reads_documents, tokenizer_counter
+from isorag_pyg import defaults
+from isorag_pyg.datasets.corpus_files import check_max_tokens, load_corpus, reads_documents, tokenizer_counter
 from isorag_pyg.datasets.corpus_report import MAX_PASSAGE_CHARS
 from isorag_pyg.datasets.formats import RawPassage
 from isorag_pyg.datasets.loader import build_corpus
 from isorag_pyg.datasets.types import MatchReport, Passage
-from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, resolve_model
-from isorag_pyg.index.answers import ENTITY_NODE_PREFIX
+from isorag_pyg.encoders.sentence import resolve_model
+from isorag_pyg.index.results import ENTITY_NODE_PREFIX
 
 log = logging.getLogger(__name__)
 
 
-def read_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, encoder: str | None = DEFAULT_ENCODER,
+def read_corpus(path: str | Path, max_tokens: int = defaults.MAX_TOKENS, encoder: str | None = defaults.ENCODER,
                 id_offset: int = 0) -> list[Passage]:
     """Passages from a JSON / JSON-lines / CSV file, any dataset file, or a ``.txt`` / ``.md``
     document or folder of them split at paragraphs into at most ``max_tokens`` tokens of
@@ -29,6 +30,13 @@ def read_corpus(path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, encoder:
     counter = tokenizer_counter(resolve_model(encoder)) if encoder is not None and reads_documents(Path(path)) else None
     passages, _ = load_corpus(path, max_tokens, counter, id_offset)
     return passages
+
+
+def corpus_tokenizer(encoder: str | None, backend: str = "torch") -> str | None:
+    """The tokenizer that counts a document's tokens when it is split into passages: the encoder's
+    own (default :data:`~isorag_pyg.defaults.ENCODER`), or none (words) for a server's model
+    (``backend="openai"``), whose tokenizer is not on this machine."""
+    return None if backend == "openai" else encoder or defaults.ENCODER
 
 
 def corpus_hash(passages: Iterable[Passage]) -> str:

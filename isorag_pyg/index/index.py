@@ -2,12 +2,13 @@
 its recipe (encoder, graph builders, φ spec, f_θ) and the knobs a user stored.
 
 The work lives beside it: building in :mod:`~isorag_pyg.index.build`, saving and loading in
-:mod:`~isorag_pyg.index.storage`, updates in :mod:`~isorag_pyg.index.update`, the retrievers by
+:mod:`~isorag_pyg.store.storage`, updates in :mod:`~isorag_pyg.index.update`, the retrievers by
 name in :mod:`~isorag_pyg.index.registry`.
 """
 from __future__ import annotations
 
 import datetime
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,26 +17,25 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from isorag_pyg.datasets.corpus_files import DEFAULT_MAX_TOKENS
+from isorag_pyg import defaults
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.encoders.spec import check_encoder, encoder_from_spec
-from isorag_pyg.index.answers import RetrievedPassage, explained, retrieved_passages
 from isorag_pyg.index.build import build_index
-from isorag_pyg.index.contents import IndexContents
-from isorag_pyg.index.corpus import read_corpus
+from isorag_pyg.index.corpus import corpus_tokenizer, read_corpus
 from isorag_pyg.index.f_theta import FTheta, adopt_f_theta, check_phi_spec, train_f_theta
-from isorag_pyg.index.ids import next_number
-from isorag_pyg.index.locking import DEFAULT_LOCK_TIMEOUT_S
-from isorag_pyg.index.passages import PassageStore
 from isorag_pyg.index.registry import check_retriever_name, make_retriever
-from isorag_pyg.index.storage import StoredANN, ann_info, index_manifest, load_index, save_index
+from isorag_pyg.index.results import RetrievedPassage, explained, retrieved_passages
 from isorag_pyg.index.update import Updatable, UpdateReport, added, removed
 from isorag_pyg.knobs import Knobs, PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval import ANNIndex, Queries, RetrievalGraph, Retriever
 from isorag_pyg.retrieval.ann import check_ann
 from isorag_pyg.retrieval.types import check_questions
+from isorag_pyg.store.contents import IndexContents
+from isorag_pyg.store.ids import next_number
+from isorag_pyg.store.passages import PassageStore
+from isorag_pyg.store.storage import StoredANN, ann_info, index_manifest, load_index, save_index
 from isorag_pyg.training.config import FThetaConfig
 from isorag_pyg.utils.device import device_of
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
@@ -55,7 +55,7 @@ class ISORAGIndex:
     local graph; :meth:`add` and :meth:`remove` update it.
 
     The constructor takes keywords only: what :func:`~isorag_pyg.index.build.build_index` and
-    :func:`~isorag_pyg.index.storage.load_index` return.
+    :func:`~isorag_pyg.store.storage.load_index` return.
 
     Example:
         >>> passages = [{"title": "Paris", "text": "Paris is the capital of France."},
@@ -78,7 +78,7 @@ class ISORAGIndex:
         self.created = created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         self._ann = ann
         self._next_id, self.origin = next_id, origin  # origin: see generation
-        self.max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens  # tokens a passage when isorag add splits documents
+        self.max_tokens = defaults.MAX_TOKENS if max_tokens is None else max_tokens  # tokens a passage when isorag add splits documents
         self._encoder: TextEncoder | None = None
         self._drop_caches()
 
@@ -87,7 +87,6 @@ class ISORAGIndex:
         self._phi_variants: dict[PhiSpec, Tensor] = {self.phi: self.contents.log_phi}
         self._retrievers: dict[tuple[str, Knobs], Retriever] = {}
 
-    # ----------------------------------------------------------------------------- contents
     passages: PassageStore = _content("passages")
     embeddings: Tensor = _content("embeddings")
     graph: Data = _content("graph")
@@ -99,7 +98,7 @@ class ISORAGIndex:
 
     @property
     def next_id(self) -> int:
-        """The number the next passage added without an id gets (see :mod:`~isorag_pyg.index.ids`)."""
+        """The number the next passage added without an id gets (see :mod:`~isorag_pyg.store.ids`)."""
         self._next_id = next_number(self.passages.ids) if self._next_id is None else self._next_id
         return self._next_id
 
@@ -117,7 +116,6 @@ class ISORAGIndex:
         return (f"ISORAGIndex({len(self)} passages, {self.statistics.get('edges', 0)} edges, graph={'+'.join(self.graph_spec)}, "
                 f"encoder={self.encoder_spec['name']}, f_theta={'yes' if self.z is not None else 'no'}, phi={self.phi})")
 
-    # ----------------------------------------------------------------------------- build, save, load
     @classmethod
     def build(cls, passages: Sequence[Passage | Mapping[str, Any]], **options: Any) -> ISORAGIndex:
         """Embed ``passages``, build the corpus graph, train f_θ, compute φ and (optionally) an
@@ -131,24 +129,26 @@ class ISORAGIndex:
                 "f_theta": self.f_theta, "f_theta_info": self.f_theta_info, "knobs": self.knobs, "created": self.created, "ann": self._ann,
                 "next_id": self.next_id, "max_tokens": self.max_tokens}
 
-    def save(self, directory: str | Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> Path:
+    def save(self, directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOUT_S) -> Path:
         """Write the index to ``directory`` atomically (a crash leaves any previous index there intact)
-        under its writer lock, waiting up to ``lock_timeout`` s; see :func:`~isorag_pyg.index.storage.save_index`."""
+        under its writer lock, waiting up to ``lock_timeout`` s; see :func:`~isorag_pyg.store.storage.save_index`."""
         self.origin = save_index(directory, lock_timeout, self.origin, **self._fields())
         return Path(directory)
 
     @classmethod
     def load(cls, directory: str | Path, verify: bool = True) -> ISORAGIndex:
-        """Open a saved index (see :func:`~isorag_pyg.index.storage.load_index`: checksums unless
-        ``verify`` is ``False``, tensors memory-mapped, :class:`IndexFormatError` naming the file)."""
+        """Open a saved index (:func:`~isorag_pyg.store.storage.load_index`: checksums unless not ``verify``, tensors memory-mapped)."""
         return cls(**load_index(directory, verify))
 
     def info(self) -> dict[str, Any]:
-        """The manifest :meth:`save` writes (without the file checksums): encoder, graph builders
-        and statistics, f_θ, φ, knobs, ANN, counts."""
+        """The manifest :meth:`save` writes (no checksums): encoder, graph and its statistics, f_θ, φ, knobs, ANN, counts."""
         return {**index_manifest(**self._fields()), "generation": self.generation}
 
-    # ----------------------------------------------------------------------------- f_θ, φ, ANN
+    def manifest(self) -> dict[str, Any]:
+        """Deprecated: the former name of :meth:`info` (a ``DeprecationWarning``; removed in a later release)."""
+        warnings.warn("ISORAGIndex.manifest() is deprecated: use ISORAGIndex.info()", DeprecationWarning, stacklevel=2)
+        return self.info()
+
     def _take_f_theta(self, fitted: FTheta) -> None:
         self.f_theta, self.f_theta_info = fitted.encoder, fitted.info
         self.contents = self.contents.replace(z=fitted.z)
@@ -201,7 +201,6 @@ class ISORAGIndex:
         """The ANN index's kind and parameters, as the manifest records them."""
         return ann_info(self._ann)
 
-    # ----------------------------------------------------------------------------- encoder
     @property
     def encoder(self) -> TextEncoder:
         """The encoder the passages were embedded with (loaded on first use, checked against the
@@ -217,21 +216,17 @@ class ISORAGIndex:
         check_encoder(self.encoder_spec, encoder)
         self._encoder = encoder
 
-    # ----------------------------------------------------------------------------- retrieval
     def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph:
         """The corpus graph prepared for retrieval on ``device`` (built once per device)."""
         device = device_of(device)
         if device not in self._retrieval_graphs:
-            # graph.x: the passages' embeddings, then an entity graph's entity nodes' vectors
             self._retrieval_graphs[device] = RetrievalGraph(self.graph.edge_index, self.graph.x, device, normalized=True,
                                                             edge_weight=self.graph.edge_weight, num_passages=len(self))
         return self._retrieval_graphs[device]
 
-    def retriever(self, name: str = "iso", device: str | torch.device = "auto", **knobs: Any) -> Retriever:
-        """A retriever over this index by name (:data:`~isorag_pyg.index.registry.RETRIEVERS`:
-        ``iso``, its φ ablations ``iso_uniform``, ``iso_shuffled``, ``iso_random``, baselines
-        ``dense``, ``bm25``, ``ppr``); knobs not given come from :meth:`set_knobs`, then the
-        dataclass defaults (see :func:`~isorag_pyg.index.registry.make_retriever`)."""
+    def retriever(self, name: str = defaults.RETRIEVER, device: str | torch.device = "auto", **knobs: Any) -> Retriever:
+        """A retriever over this index by name (:data:`~isorag_pyg.index.registry.RETRIEVERS`); knobs not
+        given come from :meth:`set_knobs`, then the defaults (:func:`~isorag_pyg.index.registry.make_retriever`)."""
         return make_retriever(self, name, self.knobs, knobs, device, self._retrievers)
 
     def set_knobs(self, name: str, knobs: Mapping[str, Any]) -> None:
@@ -244,7 +239,7 @@ class ISORAGIndex:
         check_questions(questions)
         return Queries(list(questions), self.encoder.encode(list(questions)))
 
-    def retrieve(self, questions: Sequence[str], k: int = 5, retriever: str = "iso", **knobs: Any) -> list[list[RetrievedPassage]]:
+    def retrieve(self, questions: Sequence[str], k: int = defaults.K, retriever: str = defaults.RETRIEVER, **knobs: Any) -> list[list[RetrievedPassage]]:
         """The top ``k`` passages for every question, best first, with their scores."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
@@ -256,13 +251,12 @@ class ISORAGIndex:
         """Corpus rows and scores as passages."""
         return retrieved_passages(self.passages, indices, scores)
 
-    def explain(self, question: str, png_path: str | Path | None = None, k: int = 5, **knobs: Any) -> dict[str, Any]:
+    def explain(self, question: str, png_path: str | Path | None = None, k: int = defaults.K, **knobs: Any) -> dict[str, Any]:
         """ISO-RAG's trace for one question (seeds, candidates, kept and pruned edges, PPR mass,
         top k; passages by id) and, with ``png_path``, the case-study picture of its local graph."""
         trace = self.retriever("iso", **knobs).retrieve(self.encode_questions([question]), k, trace=True).traces[0]
         return explained(trace, self.passages, question, png_path, getattr(self.graph, "entity_names", []))
 
-    # ----------------------------------------------------------------------------- updates
     def _updatable(self) -> Updatable:
         return Updatable(self.contents, self.graph_spec, self.phi, self.f_theta, self.ann, self.next_id)
 
@@ -270,6 +264,12 @@ class ISORAGIndex:
         next_id = next_number(contents.passages.ids, self.next_id)  # counted before removed ids are gone
         self.contents, self._ann, self._next_id = contents, ann, next_id
         self._drop_caches()
+
+    def read_additions(self, path: str | Path, max_tokens: int | None = None) -> list[Passage]:
+        """Passages to :meth:`add` from a file or folder, read as this index's own were: documents split at
+        ``max_tokens`` (default: :attr:`max_tokens`) tokens of its encoder's tokenizer, ids from :attr:`next_id`."""
+        tokenizer = corpus_tokenizer(self.encoder_spec["name"], self.encoder_spec.get("backend", "torch"))
+        return read_corpus(path, self.max_tokens if max_tokens is None else max_tokens, tokenizer, self.next_id)
 
     def add(self, passages: Sequence[Passage | Mapping[str, Any]], refit: FThetaConfig | None = None,
             encoder: TextEncoder | None = None) -> UpdateReport:

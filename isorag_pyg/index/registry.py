@@ -17,6 +17,7 @@ from torch import Tensor
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph.query_entities import QueryEntityMatcher, query_extractor
 from isorag_pyg.knobs import PHI_OVERRIDES, BM25Knobs, DenseKnobs, ISOKnobs, Knobs, PhiSpec, PPRKnobs
+from isorag_pyg.plugins import Registry
 from isorag_pyg.retrieval import (
     ANNIndex,
     BM25Retriever,
@@ -91,21 +92,22 @@ def _ablation(mode: str) -> RetrieverKind:
     return RetrieverKind(ISOKnobs, _iso, fixed={"phi_mode": mode}, shares="iso", phi_overrides=PHI_OVERRIDES)
 
 
-REGISTRY: dict[str, RetrieverKind] = {
+#: Retriever name -> its kind: ISO-RAG, its φ ablations and the baselines; plugins add theirs
+#: through the ``isorag_pyg.retrievers`` entry-point group (a :class:`RetrieverKind` each).
+REGISTRY: Registry[RetrieverKind] = Registry({
     "iso": RetrieverKind(ISOKnobs, _iso, phi_overrides=PHI_OVERRIDES),
     **{f"iso_{mode}": _ablation(mode) for mode in ("uniform", "shuffled", "random")},
     "dense": RetrieverKind(DenseKnobs, _dense),
     "bm25": RetrieverKind(BM25Knobs, _bm25, cached=True),
     "ppr": RetrieverKind(PPRKnobs, _ppr),
-}
-#: Retriever names an index serves: ISO-RAG, its φ ablations, and the baselines.
-RETRIEVERS = tuple(REGISTRY)
+}, group="isorag_pyg.retrievers", kind="retriever")
+#: The retriever names an index serves (a read-only mapping to their kinds: ``name in RETRIEVERS``, ``list(RETRIEVERS)``).
+RETRIEVERS = REGISTRY
 
 
 def check_retriever_name(name: str) -> None:
     """``ValueError`` unless ``name`` is one of :data:`RETRIEVERS`."""
-    if name not in REGISTRY:
-        raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}")
+    REGISTRY[name]  # raises naming the known ones
 
 
 def resolve_knobs(name: str, stored: Mapping[str, Mapping[str, Any]], given: Mapping[str, Any]) -> tuple[Knobs, dict[str, float]]:

@@ -26,13 +26,12 @@ from isorag_pyg.datasets.types import MatchReport, Passage
 from isorag_pyg.graph import GraphEdges, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.builders import knn
 from isorag_pyg.graph.corpus_graph import named_edge_difference
-from isorag_pyg.index import extractors  # noqa: F401  (registers the openie extractor)
-from isorag_pyg.index.contents import IndexContents
 from isorag_pyg.index.corpus import as_passages, corpus_hash
-from isorag_pyg.index.passages import PassageStore
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
+from isorag_pyg.store.contents import IndexContents
+from isorag_pyg.store.passages import PassageStore
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,7 @@ class UpdateReport:
 @dataclass(frozen=True)
 class Updatable:
     """The parts of an index an update reads: its contents, graph builders, φ recipe, f_θ, ANN and
-    the number the next passage without an id gets (:mod:`~isorag_pyg.index.ids`)."""
+    the number the next passage without an id gets (:mod:`~isorag_pyg.store.ids`)."""
 
     contents: IndexContents
     graph_spec: Mapping[str, Mapping[str, Any]]

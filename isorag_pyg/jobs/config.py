@@ -13,11 +13,11 @@ from isorag_pyg.datasets import QADataset, generate_synthetic_dataset, load_qa_d
 from isorag_pyg.datasets.download import download_hipporag_files
 from isorag_pyg.encoders import TextEncoder, default_cache_dir
 from isorag_pyg.encoders.spec import build_encoder
-from isorag_pyg.qa.generators import Generator, OpenAIChatGenerator, TransformersGenerator
+from isorag_pyg.knobs import PhiSpec
+from isorag_pyg.qa.generators import READERS, Generator
 from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.training.config import FThetaConfig
 from isorag_pyg.utils.device import device_of
-from isorag_pyg.utils.isoperimetric import PhiSpec
 
 #: Keys of a ``retriever`` config that are not the retriever's knobs.
 RETRIEVER_META = ("name", "kind", "device")
@@ -84,8 +84,10 @@ def encoder(cfg: DictConfig, backend: str | None = None) -> TextEncoder:
                          cache_dir=cfg.get("cache_dir", "default"), show_progress=cfg.get("show_progress", True))
 
 
-def graph_spec(cfg: DictConfig) -> dict[str, dict[str, Any]]:
-    return {name: dict(kwargs or {}) for name, kwargs in plain(cfg.graph.builders).items()}
+def graph_spec(cfg: DictConfig) -> dict[str, dict[str, Any]] | None:
+    """The graph builders a ``graph`` config names (``None``: the automatic graph, ``graph=auto``)."""
+    builders = plain(cfg.graph.builders)
+    return None if builders is None else {name: dict(kwargs or {}) for name, kwargs in builders.items()}
 
 
 def phi_spec(cfg: DictConfig) -> PhiSpec:
@@ -118,7 +120,7 @@ def f_theta_config(cfg: DictConfig) -> FThetaConfig:
 
 def index_settings(cfg: DictConfig, with_f_theta: bool = True, backend: str | None = None) -> dict[str, Any]:
     """:meth:`~isorag_pyg.index.ISORAGIndex.build`'s settings in an ``eval``/``train`` config (also
-    :func:`~isorag_pyg.index.cache.cached_index`'s): the encoder (on ``backend``: default the
+    :func:`~isorag_pyg.experiments.index_cache.cached_index`'s): the encoder (on ``backend``: default the
     configured one), graph, φ, f_θ's config (``None`` unless ``with_f_theta``), its logger and
     checkpoint, and the progress bar."""
     return {"encoder": encoder(cfg.encoder, backend), "graph": graph_spec(cfg), "phi": phi_spec(cfg),
@@ -147,11 +149,12 @@ def generator(cfg: DictConfig, out_dir: Path) -> Generator:
     """The generator that ``cfg`` (a ``qa`` config) names; the one place that reads it.
     ``qa.model_path: null`` (transformers) is the packaged Gemma 3 270M GGUF."""
     stop = list(cfg.stop) if cfg.get("stop") else None
+    reader = READERS[cfg.kind]  # an unknown kind is an error naming the known ones
     if cfg.kind == "openai":
         cache = cfg.get("cache_path") or out_dir / "qa_answers.jsonl"
-        return OpenAIChatGenerator(cfg.base_url, cfg.model, cfg.api_key_env, cfg.concurrency, cfg.max_retries, cfg.timeout,
-                                   cfg.backoff, cfg.temperature, cfg.max_tokens, cache, stop)
+        return reader(cfg.base_url, cfg.model, cfg.api_key_env, cfg.concurrency, cfg.max_retries, cfg.timeout,
+                      cfg.backoff, cfg.temperature, cfg.max_tokens, cache, stop)
     if cfg.kind == "transformers":
         model_path = cfg.get("model_path") or packaged_gemma()
-        return TransformersGenerator(model_path, cfg.max_tokens, cfg.get("device"), cfg.get("batch_size", 8), stop)
-    raise ValueError(f"unknown qa.kind {cfg.kind!r}; choose openai or transformers")
+        return reader(model_path, cfg.max_tokens, cfg.get("device"), cfg.get("batch_size", 8), stop)
+    return reader(**{key: value for key, value in plain(cfg).items() if key not in ("kind", "template", "top_k")})  # a plugin's reader

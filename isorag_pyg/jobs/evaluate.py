@@ -13,16 +13,16 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from isorag_pyg.evaluation.case_study import plot_case_study
 from isorag_pyg.evaluation.compare import evaluate_retrievers, time_retrieval
 from isorag_pyg.evaluation.sharded import sharded_retrieve
-from isorag_pyg.index.answers import nodes_by_row
-from isorag_pyg.index.evaluation import EvaluationInputs, evaluation_inputs
+from isorag_pyg.experiments.inputs import EvaluationInputs, evaluation_inputs
 from isorag_pyg.index.registry import REGISTRY, resolve_knobs
+from isorag_pyg.index.results import nodes_by_row
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.indexing import dataset_index, process_rank
 from isorag_pyg.qa.prompt import PromptTemplate
 from isorag_pyg.qa.runner import answer_questions
+from isorag_pyg.retrieval.trace_plot import plot_case_study
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def prepare_evaluation(cfg: DictConfig, out_dir: Path | None = None, retrievers: list[DictConfig] | None = None) -> EvaluationInputs:
     """Load the dataset, open or build its index, and hand them to the library's
-    :func:`~isorag_pyg.index.evaluation.evaluation_inputs` (the first ``max_questions`` questions).
+    :func:`~isorag_pyg.experiments.inputs.evaluation_inputs` (the first ``max_questions`` questions).
     ``retrievers`` (default: ``cfg.retriever``) tell whether the index needs f_θ."""
     out_dir = Path(out_dir if out_dir is not None else cfg.paths.output_dir)
     eval_ds, train_ds = conf.split_datasets(cfg)

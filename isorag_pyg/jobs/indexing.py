@@ -8,8 +8,8 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig
 
 from isorag_pyg.datasets import QADataset
+from isorag_pyg.experiments.index_cache import cached_index
 from isorag_pyg.index import ISORAGIndex, corpus_hash
-from isorag_pyg.index.cache import cached_index
 from isorag_pyg.jobs import config as conf
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from isorag_pyg.index.cache import cached_index
+from isorag_pyg.experiments.index_cache import cached_index
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.indexing import process_rank
 

@@ -7,13 +7,15 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from isorag_pyg.qa.cache import AnswerCache, request_key
+from isorag_pyg.plugins import Registry
+from isorag_pyg.qa.answer_cache import AnswerCache, request_key
 from isorag_pyg.qa.prompt import Request, first_answer
 
 log = logging.getLogger(__name__)
@@ -198,3 +200,9 @@ class TransformersGenerator:
             for i, answer in zip(chunk, self._generate_batch([ids[i] for i in chunk])):
                 out[i] = {"answer": answer, "prompt_tokens": len(ids[i])}
         return out
+
+
+#: Reader kind -> class: ``openai`` (any OpenAI-compatible server) and ``transformers`` (a local
+#: model); plugins add theirs through the ``isorag_pyg.readers`` entry-point group.
+READERS: Registry[Callable[..., Generator]] = Registry({"openai": OpenAIChatGenerator, "transformers": TransformersGenerator},
+                                                       group="isorag_pyg.readers", kind="reader")

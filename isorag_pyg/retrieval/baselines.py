@@ -15,7 +15,7 @@ from isorag_pyg.retrieval.candidates import (
     dense_candidates,
 )
 from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
-from isorag_pyg.retrieval.scoring import query_chunk_size, row_minmax, teleport_weights
+from isorag_pyg.retrieval.scoring import fuse, query_chunk_size, row_minmax, teleport_weights
 from isorag_pyg.retrieval.types import (
     Queries,
     RetrievalResult,
@@ -108,7 +108,7 @@ class GlobalPPRRetriever:
                                         edge_weight=self.edge_weight)
             dense = row_minmax(scores[:, :num_passages])
             # the 1e-6 dense term breaks ties (e.g. unreachable passages) by the dense order; passages only are ranked
-            fused = knobs.lambda_graph * row_minmax(ppr.pi.t()[:, :num_passages]) + (knobs.lambda_dense + 1e-6) * dense
+            fused = fuse(row_minmax(ppr.pi.t()[:, :num_passages]), dense, knobs.lambda_graph, knobs.lambda_dense + 1e-6)
             top = fused.topk(k, dim=1)
             result = RetrievalResult.ranked(top.indices, top.values, {"queries": float(len(part)), "ppr_iterations_max": float(ppr.iterations)}, trace)
             for t, s in zip(result.traces or [], seeds.indices.tolist()):

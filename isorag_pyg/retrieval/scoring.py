@@ -73,6 +73,12 @@ def segment_topk(values: Tensor, segment: Tensor, ptr: Tensor, k: int) -> tuple[
     return torch.where(valid, positions, torch.full_like(positions, -1)), top_values
 
 
+def fuse(graph: Tensor, dense: Tensor, lambda_graph: float, lambda_dense: float) -> Tensor:
+    """The fusion ``lambda_graph * graph + lambda_dense * dense`` of min-max scaled graph (PPR) and
+    dense (cosine) scores: ISO-RAG's and global PPR's ranking score."""
+    return lambda_graph * graph + lambda_dense * dense
+
+
 def teleport_weights(seed_scores: Tensor, tau: float) -> Tensor:
     """``softmax(tau * s)`` over each query's seeds (``[Q, m]``); uniform where that is not finite."""
     weights = torch.softmax(tau * seed_scores, dim=1)
@@ -135,9 +141,9 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
     pi = ppr.pi.squeeze(1)
     if ranked is None:
         scaled = segment_minmax(torch.stack([pi, dense], 1), batch, ptr)
-        return LocalScores(pi, knobs.lambda_graph * scaled[:, 0] + knobs.lambda_dense * scaled[:, 1], ppr.iterations)
+        return LocalScores(pi, fuse(scaled[:, 0], scaled[:, 1], knobs.lambda_graph, knobs.lambda_dense), ppr.iterations)
     rows = ranked.nonzero().squeeze(1)
     scaled = segment_minmax(torch.stack([pi[rows], dense[rows]], 1), batch[rows], segment_ptr(batch[rows], ptr.numel() - 1))
     score = torch.full_like(pi, float("-inf"))
-    score[rows] = knobs.lambda_graph * scaled[:, 0] + knobs.lambda_dense * scaled[:, 1]
+    score[rows] = fuse(scaled[:, 0], scaled[:, 1], knobs.lambda_graph, knobs.lambda_dense)
     return LocalScores(pi, score, ppr.iterations)

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from isorag_pyg.encoders.cache import cache_key
-from isorag_pyg.encoders.sentence import DEFAULT_ENCODER, SentenceEncoder
+from isorag_pyg import defaults
+from isorag_pyg.encoders.embedding_cache import cache_key
+from isorag_pyg.encoders.sentence import SentenceEncoder
 from isorag_pyg.scale.ray_map import ray_map
 
 
@@ -47,8 +48,9 @@ class RayEncoder:
         device: the actors' torch device (default: CUDA when the worker has it).
     """
 
-    def __init__(self, model: str = DEFAULT_ENCODER, address: str | None = None, workers: int = 2, batch_size: int = 256,
-                 cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0, encoder_batch_size: int = 64,
+    def __init__(self, model: str = defaults.ENCODER, address: str | None = None, workers: int = defaults.RAY_WORKERS, batch_size: int = 256,
+                 cpus_per_worker: float = defaults.RAY_CPUS_PER_WORKER, gpus_per_worker: float = defaults.RAY_GPUS_PER_WORKER,
+                 encoder_batch_size: int = 64,
                  device: str | None = None, cache_dir: str | Path | None = "default"):
         self.local = SentenceEncoder(model, batch_size=encoder_batch_size, device=device, cache_dir=cache_dir, show_progress=False)
         self.name = self.local.name

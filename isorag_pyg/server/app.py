@@ -20,11 +20,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isorag_pyg import defaults
 from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.encoders.query_cache import LRUQueryEncoder
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
-from isorag_pyg.index.answers import answer_json
 from isorag_pyg.index.registry import check_retriever_name
+from isorag_pyg.index.results import answer_json
 from isorag_pyg.retrieval.types import check_questions
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
@@ -46,8 +47,8 @@ class RetrieveBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     questions: list[str]
-    k: int = 5
-    retriever: str = "iso"
+    k: int = defaults.K
+    retriever: str = defaults.RETRIEVER
 
 
 class Passage(BaseModel):

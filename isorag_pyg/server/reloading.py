@@ -24,9 +24,9 @@ from typing import Any
 
 from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.index import ISORAGIndex
-from isorag_pyg.index.locking import read_generation
 from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
-from isorag_pyg.utils.memory import freeze_long_lived
+from isorag_pyg.server.memory import freeze_long_lived
+from isorag_pyg.store.locking import read_generation
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class ServedIndex:
 
     def freeze(self) -> None:
         """Move what is loaded now (modules, index, model) out of the garbage collector's full
-        collections (:func:`~isorag_pyg.utils.memory.freeze_long_lived`); reloads keep it so."""
+        collections (:func:`~isorag_pyg.server.memory.freeze_long_lived`); reloads keep it so."""
         freeze_long_lived()
         self.frozen = True
 

@@ -48,8 +48,8 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
 
         from isorag_pyg.index import ISORAGIndex
         from isorag_pyg.server.app import create_app
+        from isorag_pyg.server.memory import pin_mmap_threshold
         from isorag_pyg.server.slow_clients import guarded_protocol
-        from isorag_pyg.utils.memory import pin_mmap_threshold
 
         pin_mmap_threshold()  # large batch buffers go back to the system when freed: RSS stays flat
         if threads is not None:

@@ -1,7 +1,5 @@
 """Pure functions on graphs and ball coordinates."""
 from isorag_pyg.utils.isoperimetric import (
-    PHI_MODES,
-    PhiSpec,
     ablate_log_phi,
     check_beta,
     clean_edge_index,
@@ -16,8 +14,6 @@ from isorag_pyg.utils.isoperimetric import (
 )
 
 __all__ = [
-    "PHI_MODES",
-    "PhiSpec",
     "ablate_log_phi",
     "check_beta",
     "clean_edge_index",

@@ -1,0 +1,36 @@
+"""An index as a remote backend for PyG's :class:`torch_geometric.llm.RAGQueryLoader`.
+
+The feature store finds the dense pool (cosine seeds first), the graph store builds ISO-RAG's
+local candidate graph around it, and the subgraph filter applies the isoperimetric filter
+(:class:`~isorag_pyg.transforms.IsoperimetricFilter`, φ from the index) and local PPR::
+
+    from torch_geometric.llm import RAGQueryLoader
+    feature_store, graph_store, subgraph_filter = rag_components(index, k=5)
+    data = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter).query("question")
+    data.passage_id, data.edge_index, data.ppr, data.score   # the filtered local graph, scored
+
+Ranking ``data.node_idx`` by ``data.score`` gives what :meth:`ISORAGIndex.retrieve` returns.
+The loader asks one query at a time; the graph store reads that query's dense candidates (exact
+or from the index's ANN) from the feature store it is registered with.
+
+The three parts, one a module: :class:`ISORAGFeatureStore`, :class:`ISORAGGraphStore`,
+:class:`ISOSubgraphFilter`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from isorag_pyg.defaults import K
+from isorag_pyg.index.index import ISORAGIndex
+from isorag_pyg.llm.feature_store import ISORAGFeatureStore
+from isorag_pyg.llm.graph_store import ISORAGGraphStore
+from isorag_pyg.llm.subgraph_filter import ISOSubgraphFilter
+
+__all__ = ["ISORAGFeatureStore", "ISORAGGraphStore", "ISOSubgraphFilter", "rag_components"]
+
+
+def rag_components(index: ISORAGIndex, k: int = K, **knobs: Any) -> tuple[ISORAGFeatureStore, ISORAGGraphStore, ISOSubgraphFilter]:
+    """Feature store, graph store and subgraph filter for ``RAGQueryLoader``, all with the same
+    ISO-RAG knobs (the index's stored ones, then ``knobs``); retrieval runs on the CPU."""
+    retriever = index.retriever("iso", device="cpu", **knobs)
+    return ISORAGFeatureStore(index, retriever, k), ISORAGGraphStore(retriever), ISOSubgraphFilter(retriever)

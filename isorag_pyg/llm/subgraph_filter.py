@@ -1,0 +1,35 @@
+"""The isoperimetric filter and ISO-RAG's scoring as the ``subgraph_filter`` of PyG's ``RAGQueryLoader``."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch_geometric.data import Data
+
+from isorag_pyg.retrieval.iso_retriever import ISORetriever
+from isorag_pyg.retrieval.scoring import score_local_graphs
+from isorag_pyg.transforms import IsoperimetricFilter
+
+
+class ISOSubgraphFilter:
+    """``subgraph_filter`` for the loader: the isoperimetric filter on the local graph, then
+    ISO-RAG's scoring (:func:`~isorag_pyg.retrieval.scoring.score_local_graphs`, the function
+    the retriever uses); adds ``ppr``, ``score`` (``-inf`` for an entity graph's entity nodes,
+    which are not ranked) and ``num_removed_edges`` to the data. ``edge_index`` is the filter's
+    output; the walk also leaves out the edges into the query-matched entity nodes unless the
+    knob ``reenter_entity_seeds``."""
+
+    def __init__(self, retriever: ISORetriever):
+        self.retriever = retriever
+        self.transform = IsoperimetricFilter(beta=retriever.knobs.beta, phi_source="phi")
+
+    def __call__(self, data: Data, query: Any = None) -> Data:
+        data = self.transform(data)  # data.log_phi is the retriever's φ, ablation included
+        seeds = data.seed_index.unsqueeze(0)
+        n = data.num_nodes
+        scored = score_local_graphs(data.edge_index, seeds, data.dense_score[seeds], data.dense_score, torch.zeros(n, dtype=torch.long),
+                                    torch.tensor([0, n]), self.retriever.knobs, getattr(data, "edge_weight", None),
+                                    data.node_type == 0, data.entity_seed_index,
+                                    self.retriever.entity_weight(data.node_idx[data.entity_seed_index].to(self.retriever.graph.device)).cpu())
+        data.ppr, data.score = scored.pi, scored.score
+        return data

@@ -1,0 +1,130 @@
+"""An index over an entity graph: built, retrieved over, saved, checked on load and updated as a
+rebuild would."""
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+from entity_corpus import CORPUS, TEXTS, entity_index
+
+from isorag_pyg import FThetaConfig, ISORAGIndex, PhiSpec
+from isorag_pyg.datasets.types import Passage
+from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS
+from isorag_pyg.graph.entity_graph import entity_graph
+from isorag_pyg.graph.query_entities import QueryEntityMatcher
+from isorag_pyg.index import IndexFormatError
+from isorag_pyg.knobs import ISOKnobs
+from isorag_pyg.retrieval import ISORetriever, RetrievalGraph
+from isorag_pyg.retrieval.scoring import score_local_graphs
+from isorag_pyg.store.storage import MANIFEST, _manifest_digest
+from isorag_pyg.utils.files import file_sha256
+
+
+@pytest.fixture(scope="module")
+def index() -> ISORAGIndex:
+    return entity_index()
+
+def test_index_over_an_untitled_corpus_is_an_entity_graph_ranking_passages(index, tmp_path):
+    assert index.graph_spec == {"entity_graph": {}} and index.statistics["edges"] > 0 and index.graph.num_nodes > len(index)
+    assert index.knobs == ENTITY_GRAPH_KNOBS and index.retriever("iso").knobs.hops == ENTITY_GRAPH_KNOBS["iso"]["hops"]
+    questions = ["Where was the director of Velmora born?", "Which country is Kostrov in?"]
+    for name in ("iso", "ppr", "dense", "iso_uniform"):
+        hits = index.retrieve(questions, k=5, retriever=name)
+        assert all(len(h) == 5 and {r.id for r in h} <= {p.id for p in CORPUS} for h in hits), name
+    trace = index.explain(questions[0], k=3)
+    assert any(c.startswith("entity:") for c in trace["candidates"]) and all(not t["id"].startswith("entity:") for t in trace["top"])
+    loaded = ISORAGIndex.load(index.save(tmp_path / "entity"))
+    assert loaded.graph.entity_names == index.graph.entity_names and torch.equal(loaded.graph.x, index.graph.x)
+    assert torch.equal(loaded.log_phi, index.log_phi) and loaded.info()["counts"]["entities"] == len(index.graph.entity_names)
+    assert [[h.id for h in hits] for hits in loaded.retrieve(questions, retriever="iso")] == \
+           [[h.id for h in hits] for hits in index.retrieve(questions, retriever="iso")]
+
+def test_a_question_naming_what_one_passage_alone_mentions_seeds_that_passage(index, tmp_path, caplog):
+    # "Velmora" and "3 March 1984" are in passage 0 only: no entity node, but a lookup to passage 0
+    built = entity_graph(TEXTS)
+    assert built.unique_mentions["velmora"] == 0 and built.unique_mentions["3march1984"] == 0 and "daraquen" not in built.unique_mentions
+    assert entity_graph(TEXTS, min_passages=1).unique_mentions == {}  # every entity is a node then
+    matcher = QueryEntityMatcher(built.names, len(TEXTS), unique_mentions=built.unique_mentions)
+    dara = len(TEXTS) + built.names.index("dara quen")
+    assert matcher(["Who directed Velmora?", "Where was Dara Quen born?", "nothing named here"]) == [[0], [dara], []]
+    question = "Who directed Velmora?"
+    assert index.explain(question, k=3)["entity_seeds"] == ["0"]  # the passage, by id
+    assert index.explain(question, k=3, unique_mention_seeds=False)["entity_seeds"] == []
+    # saved beside the entity names, and an index written before (names only, as a list) still loads
+    directory = index.save(tmp_path / "unique")
+    assert ISORAGIndex.load(directory).graph.unique_mentions == index.graph.unique_mentions == built.unique_mentions
+    rewrite(directory, index.graph.entity_names)
+    with caplog.at_level(logging.WARNING):
+        old = ISORAGIndex.load(directory)
+    assert "saved before unique mentions were kept" in caplog.text and "rebuild" in caplog.text
+    assert old.graph.unique_mentions == {} and old.graph.entity_names == index.graph.entity_names
+    assert old.explain(question, k=3)["entity_seeds"] == []
+    names = index.graph.entity_names
+    for bad in ({"names": names, "unique_mentions": {"velmora": len(TEXTS)}}, {"names": names, "unique_mentions": {"velmora": True}},
+                {"names": names, "unique_mentions": ["velmora"]}, {"names": names}, {"names": names[1:], "unique_mentions": {}}):
+        rewrite(directory, bad)  # a row past the passages, a bool, not a mapping, a key missing, a name missing
+        with pytest.raises(IndexFormatError):
+            ISORAGIndex.load(directory)
+
+def test_a_passage_seeded_for_a_unique_mention_keeps_its_edges_and_its_seed_share():
+    # passages 0 (a dense seed, also named by the question through a unique mention) and 1; entity 2 named too: 0-2, 1-2
+    edge_index = torch.tensor([[0, 2, 1, 2], [2, 0, 2, 1]])
+    graph = RetrievalGraph(edge_index, torch.eye(3), "cpu", normalized=True, num_passages=2)
+    retriever = ISORetriever(graph, torch.zeros(3), ISOKnobs(entity_seeds=0.5))
+    assert retriever.entity_weight(torch.tensor([0, 2])).tolist() == [1.0, 0.5]  # a unique mention weighs as a node of degree 1
+    knobs = ISOKnobs(entity_seeds=0.5, alpha=0.5)
+    pi = score_local_graphs(edge_index, torch.tensor([[0]]), torch.tensor([[1.0]]), torch.zeros(3), torch.zeros(3, dtype=torch.long),
+                            torch.tensor([0, 3]), knobs, ranked=torch.tensor([True, True, False]), entity_pos=torch.tensor([0, 2]),
+                            entity_weight=torch.tensor([1.0, 0.5])).pi
+    assert torch.isclose(pi.sum(), torch.tensor(1.0), atol=1e-5)  # passage 0's seed share and its unique-mention share add up
+    # edges into entity 2 are left out of the walk, the edge into passage 0 stays: as if 0 -> 2 and 1 -> 2 were gone
+    expected = score_local_graphs(edge_index[:, [1, 3]], torch.tensor([[0]]), torch.tensor([[1.0]]), torch.zeros(3), torch.zeros(3, dtype=torch.long),
+                                  torch.tensor([0, 3]), knobs.replace(reenter_entity_seeds=True), ranked=torch.tensor([True, True, False]),
+                                  entity_pos=torch.tensor([0, 2]), entity_weight=torch.tensor([1.0, 0.5])).pi
+    assert torch.allclose(pi, expected) and pi[0] > pi[1] > 0
+
+def rewrite(directory, entities) -> None:
+    """``entities.json`` replaced by ``entities``, its size and checksum in the manifest updated."""
+    (directory / "entities.json").write_text(json.dumps(entities))
+    manifest = json.loads((directory / MANIFEST).read_text())
+    manifest["files"]["entities.json"] = {"bytes": (directory / "entities.json").stat().st_size, "sha256": file_sha256(directory / "entities.json")}
+    manifest["manifest_sha256"] = _manifest_digest(manifest)
+    (directory / MANIFEST).write_text(json.dumps(manifest))
+
+def test_an_update_reports_the_same_edge_changes_on_a_loaded_index(tmp_path):
+    # a loaded graph does not carry its passage ids; edges must still be matched by them, not by row
+    ids = [Passage(f"doc-{p.id}", p.title, p.text) for p in CORPUS]
+    built = ISORAGIndex.build(ids[:4], graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    loaded = ISORAGIndex.load(built.save(tmp_path / "index"))
+    in_memory, from_disk = built.add(ids[4:]), loaded.add(ids[4:])
+    assert (from_disk.edges_added, from_disk.edges_removed) == (in_memory.edges_added, in_memory.edges_removed)
+    assert 0 < in_memory.edges_added < built.graph.edge_index.size(1) // 2 and in_memory.edges_removed == 0
+    # unique mentions follow the rows: removing passage 0 renumbers the rest, as a rebuild would
+    built.remove(["doc-0"])
+    rebuilt = ISORAGIndex.build(ids[1:], graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    assert built.graph.unique_mentions == rebuilt.graph.unique_mentions and "velmora" not in built.graph.unique_mentions
+    assert built.graph.unique_mentions["daraquen"] == built.passages.row_of("doc-1") == 0  # now doc-1 alone names Dara Quen
+
+@pytest.mark.slow
+def test_updates_of_an_entity_graph_equal_a_rebuild(tmp_path):
+    f_theta = FThetaConfig(trainer={"max_epochs": 1, "enable_progress_bar": False, "enable_model_summary": False})
+    graph = {"entity_graph": {}, "knn": {"k": 2}}
+    index = ISORAGIndex.build(CORPUS[:4], graph=graph, f_theta=f_theta, phi=PhiSpec(p=1.0), progress=False)
+    report = index.add(CORPUS[4:])
+    assert report.added == 2 and report.edges_added > 0
+    assert report.phi_recomputed == index.graph.num_nodes > len(index) and f"{index.graph.num_nodes} graph nodes" in report.summary()
+    report = index.remove(["1"])
+    assert report.removed == 1 and report.edges_removed > 0
+    index = ISORAGIndex.load(index.save(tmp_path / "updated"))
+    rebuilt = ISORAGIndex.build(list(index.passages), graph=graph, f_theta=index.f_theta, phi=index.phi, progress=False)
+    assert index.graph.entity_names == rebuilt.graph.entity_names and index.graph.unique_mentions == rebuilt.graph.unique_mentions
+    for key in ("edge_index", "edge_weight", "edge_source"):
+        assert torch.equal(getattr(index.graph, key), getattr(rebuilt.graph, key)), key
+    assert torch.allclose(index.z, rebuilt.z, atol=1e-6) and torch.allclose(index.log_phi, rebuilt.log_phi)
+    assert index.statistics == rebuilt.statistics
+    questions = ["Where was the director of Velmora born?", "Which country is Kostrov in?"]
+    for name in ("iso", "ppr", "dense"):
+        assert [[h.id for h in hits] for hits in index.retrieve(questions, k=3, retriever=name)] == \
+               [[h.id for h in hits] for hits in rebuilt.retrieve(questions, k=3, retriever=name)], name

@@ -1,0 +1,77 @@
+"""The index behind PyG's own RAGQueryLoader: feature store, graph store, subgraph filter."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.llm import RAGQueryLoader
+
+from isorag_pyg import ISORAGIndex, PhiSpec
+from isorag_pyg.datasets import generate_synthetic_dataset
+from isorag_pyg.index.results import node_records
+from isorag_pyg.llm import rag_components
+
+SMALL = {"num_entities": 60, "num_hubs": 2, "hub_size": 15, "num_questions": 8}
+
+
+@pytest.fixture(scope="module", params=[{"title_mention": {}}, {"title_mention": {}, "entity_graph": {}}], ids=["title_mention", "entity_graph"])
+def index(request) -> ISORAGIndex:
+    """A passage graph, and title mentions plus the entity graph's entity nodes."""
+    return ISORAGIndex.build(generate_synthetic_dataset(**SMALL).corpus, graph=request.param, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+
+
+@pytest.mark.parametrize("knobs", [{}, {"beta": 0.4, "hops": 2, "max_expansion": 5}, {"phi_mode": "shuffled", "beta": 0.7},
+                                   {"entity_seeds": 0.5, "hops": 2}])
+def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
+    feature_store, graph_store, subgraph_filter = rag_components(index, k=5, **knobs)
+    loader = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter)
+    removed = 0
+    for question in generate_synthetic_dataset(**SMALL).questions:
+        data = loader.query(question.text)
+        assert data.num_nodes == len(data.passage_id) == data.node_idx.numel() == data.ppr.numel() == data.score.numel()
+        assert data.passage_id == [record[0] for record in node_records(index.passages, getattr(index.graph, "entity_names", []), data.node_idx.tolist())]
+        assert data.node_type.tolist() == [int(i >= len(index)) for i in data.node_idx.tolist()]
+        assert torch.allclose(data.ppr.sum(), torch.tensor(1.0), atol=1e-4)  # a distribution over the local graph
+        # the kept edges are corpus edges (edge_idx names them) between local nodes that pass the isoperimetric test
+        assert torch.equal(index.graph.edge_index[:, data.edge_idx], data.node_idx[data.edge_index])
+        log_phi = data.log_phi[data.edge_index]
+        assert ((log_phi[0] - log_phi[1]).abs() <= -torch.log(torch.tensor(feature_store.retriever.knobs.beta, dtype=torch.float64)) + 1e-12).all()
+        removed += data.num_removed_edges
+        # ranked by score, the local graph gives exactly what the index retrieves
+        top = data.node_idx[data.score.argsort(descending=True, stable=True)[:5]]
+        expected = [hit.id for hit in index.retrieve([question.text], k=5, **knobs)[0]]
+        assert [index.passages[i].id for i in top.tolist()] == expected
+    # at the default β this small passage graph loses no edge, nor the entity graph at the β 0.05 its index stores
+    assert (removed > 0) == ("beta" in knobs)
+    if index.graph.num_nodes == len(index):
+        assert data.entity_seed_index.numel() == 0
+    else:  # the loader's walk follows the entity graph's mention weights, as the index's retrieval does
+        assert feature_store.retriever.knobs.edge_weights and feature_store.retriever.knobs.beta == knobs.get("beta", 0.05)
+
+
+def test_loader_local_graph_as_long_as_its_edge_list(tmp_path):
+    # 4 seeds and 4 local edges (a and b each tied to the entity both name): the filter keeps
+    # the seeds and the passages' ids whole, and the loader ranks as the index does
+    passages = [{"title": "", "text": t} for t in ("Kostrov is old.", "Kostrov is new.", "plain words here", "more plain words")]
+    index = ISORAGIndex.build(passages, graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    knobs = {"num_seeds": 4, "beta": 0.99, "entity_seeds": 0.0}
+    feature_store, graph_store, subgraph_filter = rag_components(index, k=4, **knobs)
+    data = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter).query("Kostrov words")
+    assert data.num_nodes == len(data.passage_id) == 5 and data.num_removed_edges > 0
+    assert data.seed_index.numel() == 4
+    top = data.node_idx[data.score.argsort(descending=True, stable=True)[:4]]
+    assert [index.passages[i].id for i in top.tolist()] == [hit.id for hit in index.retrieve(["Kostrov words"], k=4, **knobs)[0]]
+
+
+def test_loader_config_sets_k_and_misuse_is_clear(index):
+    feature_store, graph_store, subgraph_filter = rag_components(index, k=5)
+    loader = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter, config={"k": 2})
+    question = generate_synthetic_dataset(**SMALL).questions[0].text
+    assert loader.query(question).num_nodes >= 2 and feature_store.config["k"] == 2
+    with pytest.raises(ValueError, match="positive integer"):
+        loader.config = {"k": 0}
+    fresh_fs, fresh_gs, _ = rag_components(index)
+    fresh_gs.register_feature_store(fresh_fs)
+    with pytest.raises(RuntimeError, match="retrieve seed nodes first"):
+        fresh_gs.sample_subgraph(torch.tensor([0]))
+    with pytest.raises(ValueError, match="index's own"):
+        graph_store.edge_index = torch.tensor([[0], [1]])

@@ -1,0 +1,112 @@
+"""Questions seed the entity nodes they name: matching, the teleport share, sources-only walks, on
+every device."""
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import DEVICES
+from entity_corpus import CORPUS, entity_index
+
+from isorag_pyg import ISORAGIndex
+from isorag_pyg.graph.entity_graph import entity_graph
+from isorag_pyg.graph.query_entities import QueryEntityMatcher, query_extractor
+from isorag_pyg.graph.text import entity_key
+from isorag_pyg.knobs import ISOKnobs
+from isorag_pyg.retrieval import ISORetriever, Queries, RetrievalGraph
+from isorag_pyg.retrieval.scoring import score_local_graphs
+
+
+def test_query_entities_match_entity_nodes_after_the_same_normalisation():
+    matcher = QueryEntityMatcher(["Dara Quen", "The Beatles", "1950", "New York"], num_passages=10)
+    assert entity_key("The Beatles'") == entity_key("beatles") and entity_key("--") == ""
+    found = matcher(["Did Dara Quen meet the Beatles in 1950?", "Which Beatles album?", "nothing named here", "Is Paris in Texas?"])
+    assert found == [[10, 11, 12], [11], [], []]
+    assert matcher(["When did Dara Quen hear THE BEATLES in New-York?"]) == [[10, 11, 13]]  # case, "the", plural, hyphen
+    assert matcher(["What Beatles album did Dara Quen buy?", "Were the Beatles in New York?"]) == [[10, 11], [11, 13]]  # opening question words
+    assert matcher(["Was\tDara Quen in New York?"]) == [[10, 13]]  # any whitespace after the question word
+    assert matcher(['"Did Dara Quen sing?"', "(Was Dara Quen there?)"]) == [[10], [10]]  # after an opening quote or bracket
+    will = QueryEntityMatcher(["Will Smith"], num_passages=3)
+    assert will(["Will Smith sang in 1950?"]) == [[3]]  # "Will" and "Can" also open names: kept
+
+def test_questions_are_cut_by_the_rules_the_entity_graph_was_built_with():
+    assert query_extractor({"entity_graph": {"extractor": "rules", "extractor_args": {"min_chars": 6, "numbers": False}}}).min_chars == 6
+    assert not query_extractor({"entity_graph": {"extractor_args": {"numbers": False}}}).numbers
+    assert query_extractor({"entity_graph": {"extractor": "openie", "extractor_args": {"base_url": "http://x"}}}).min_chars == 4  # rules, defaults
+    assert query_extractor({"title_mention": {}}).min_chars == 4
+
+def test_entity_seeds_take_their_share_of_the_teleport_mass():
+    # one question, local nodes 0-3: passage seeds 0 and 1, entity seeds 2 and 3 with relative weights 1 and 3
+    seeds, scores = torch.tensor([[0, 1]]), torch.tensor([[0.5, 0.5]])
+    edge_index, dense, batch, ptr = torch.empty(2, 0, dtype=torch.long), torch.zeros(4), torch.zeros(4, dtype=torch.long), torch.tensor([0, 4])
+    knobs = ISOKnobs(alpha=0.0, entity_seeds=0.4)  # alpha 0: PPR is the teleport vector itself
+    pi = score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, knobs, entity_pos=torch.tensor([2, 3]),
+                            entity_weight=torch.tensor([1.0, 3.0])).pi
+    assert torch.allclose(pi, torch.tensor([0.3, 0.3, 0.1, 0.3]))
+    assert torch.allclose(score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, knobs).pi, torch.tensor([0.5, 0.5, 0.0, 0.0]))
+    assert torch.allclose(score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(alpha=0.0, entity_seeds=0.0), entity_pos=torch.tensor([2]),
+                                             entity_weight=torch.tensor([1.0])).pi, torch.tensor([0.5, 0.5, 0.0, 0.0]))
+
+def test_the_walk_does_not_step_back_into_an_entity_seed_unless_told_to():
+    # passages 0 (the seed), 1 and 4; entity 2 is named by the question, entity 3 is not: 0-2, 1-2, 0-3, 3-4
+    edge_index = torch.tensor([[0, 2, 1, 2, 0, 3, 3, 4], [2, 0, 2, 1, 3, 0, 4, 3]])
+    seeds, scores, dense = torch.tensor([[0]]), torch.tensor([[1.0]]), torch.zeros(5)
+    batch, ptr, entity = torch.zeros(5, dtype=torch.long), torch.tensor([0, 5]), torch.tensor([2])
+
+    passages = torch.tensor([True, True, False, False, True])
+
+    def pi(edges, **knobs):
+        return score_local_graphs(edges, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.25, **knobs), ranked=passages,
+                                  entity_pos=entity, entity_weight=torch.ones(1)).pi
+    sources_only = pi(edge_index)
+    into_entity = edge_index[1] == 2
+    assert torch.allclose(sources_only, pi(edge_index[:, ~into_entity], reenter_entity_seeds=True))  # as if the edges into 2 were gone
+    reentry = pi(edge_index, reenter_entity_seeds=True)
+    assert sources_only[2] < reentry[2] and sources_only[4] > reentry[4]  # the walk moves on through entity 3 to passage 4
+    assert sources_only[1] > 0  # the named entity still sends its mass to the passages that mention it
+
+    # batched with weights: question 0 names entity 2, question 1 (the same graph, nodes 5-9) names nothing
+    weight = torch.tensor([0.5, 0.5, 1.0, 1.0, 0.2, 0.2, 0.7, 0.7])
+    both = torch.cat([edge_index, edge_index + 5], 1)
+    batch2, ptr2, seeds2 = torch.tensor([0] * 5 + [1] * 5), torch.tensor([0, 5, 10]), torch.tensor([[0], [5]])
+    knobs = ISOKnobs(entity_seeds=0.25, edge_weights=True)
+    batched = score_local_graphs(both, seeds2, scores.repeat(2, 1), torch.zeros(10), batch2, ptr2, knobs, torch.cat([weight, weight]),
+                                 passages.repeat(2), entity, torch.ones(1)).pi
+    alone = [score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, knobs, weight, passages, e, torch.ones(e.numel())).pi
+             for e in (entity, torch.empty(0, dtype=torch.long))]
+    assert torch.allclose(batched[:5], alone[0]) and torch.allclose(batched[5:], alone[1])
+
+@pytest.fixture(scope="module")
+def index() -> ISORAGIndex:
+    return entity_index()
+
+
+def test_retrieval_seeds_the_entity_nodes_a_question_names(index):
+    question = "Which country is Kostrov in?"
+    named = {index.graph.entity_names[r - len(index)] for r in QueryEntityMatcher(index.graph.entity_names, len(index))([question])[0]}
+    assert named == {"kostrov"}
+    off = index.explain(question, k=3, entity_seeds=0.0)
+    on = index.explain(question, k=3, entity_seeds=0.5)
+    assert off["entity_seeds"] == [] and on["entity_seeds"] == ["entity:kostrov"]
+    reentry = index.explain(question, k=3, entity_seeds=0.5, reenter_entity_seeds=True)
+    assert reentry["ppr"]["entity:kostrov"] > off["ppr"].get("entity:kostrov", 0.0)
+    alpha = index.retriever("iso").knobs.alpha
+    assert on["ppr"]["entity:kostrov"] >= 0.5 * (1 - alpha) - 1e-6  # a source: it keeps what it teleports to itself
+    assert all(not t["id"].startswith("entity:") for t in on["top"])
+    with pytest.raises(ValueError, match="entity_seeds"):
+        index.retriever("iso", entity_seeds=1.0)
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_entity_seeded_retrieval_is_the_same_on_every_device(device):
+    """No encoder involved: random unit vectors for the passages and entity nodes of CORPUS's entity graph."""
+    built = entity_graph([p.text for p in CORPUS])
+    generator = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.normalize(torch.randn(len(CORPUS) + len(built.names), 16, generator=generator), dim=1)
+    questions = ["Which country is Kostrov in?", "Did Dara Quen sing in 1984?", "nothing named here"]
+    queries = Queries(questions, torch.nn.functional.normalize(torch.randn(3, 16, generator=generator), dim=1))
+    matcher = QueryEntityMatcher(built.names, len(CORPUS))
+    retrievers = [ISORetriever(RetrievalGraph(built.edge_index, x, d, normalized=True, num_passages=len(CORPUS)), torch.zeros(x.size(0)),
+                               ISOKnobs(entity_seeds=0.5, hops=2), entity_matcher=matcher) for d in ("cpu", device)]
+    assert [n.numel() for n in retrievers[1].entity_seeds(questions)] == [n.numel() for n in retrievers[0].entity_seeds(questions)] != [0, 0]
+    expected, got = (r.retrieve(queries, k=4) for r in retrievers)
+    assert bool((expected.indices < len(CORPUS)).all())
+    assert torch.equal(got.indices.cpu(), expected.indices) and torch.allclose(got.scores.cpu(), expected.scores, atol=1e-5)
