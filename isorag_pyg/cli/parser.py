@@ -120,9 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"question embeddings kept in an LRU cache; 0 turns it off (default: {limits.query_cache})")
     serve.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
     serve.add_argument("--read-timeout", type=float, default=limits.read_timeout_s,
-                       help=f"seconds a client has to send its whole request; slower connections are closed (default: {limits.read_timeout_s:g})")
+                       help="seconds a connection has, from its accept or its previous answer, to send a whole request; slower or idle "
+                            f"ones are closed (default: {limits.read_timeout_s:g})")
     serve.add_argument("--max-connections", type=int, default=limits.max_connections,
-                       help=f"open connections beyond which requests get 503 (default: {limits.max_connections})")
+                       help="open connections; one more closes the oldest one still waiting for its request, or gets 503 when all are busy "
+                            f"(default: {limits.max_connections})")
+    serve.add_argument("--max-connections-per-client", type=int, default=limits.max_connections_per_client,
+                       help="connections waiting for their request one client address may hold; one more closes its oldest "
+                            f"(default: {limits.max_connections_per_client})")
     serve.add_argument("--watch-seconds", type=float, default=None,
                        help="check the index's manifest this often and serve a newly saved version (default: only on POST /reload)")
     return parser

@@ -11,7 +11,8 @@ def run_serve(args: argparse.Namespace) -> list[str]:
 
     limits = {"max_questions": args.max_questions, "max_k": args.max_k, "max_question_chars": args.max_question_chars,
               "max_body_bytes": args.max_body_bytes, "max_pending": args.max_pending, "query_cache": args.query_cache,
-              "watch_seconds": args.watch_seconds, "read_timeout_s": args.read_timeout, "max_connections": args.max_connections}
+              "watch_seconds": args.watch_seconds, "read_timeout_s": args.read_timeout, "max_connections": args.max_connections,
+              "max_connections_per_client": args.max_connections_per_client}
     batching = {knob: value for knob, value in (("batch_window_ms", args.batch_window_ms), ("max_batch", args.max_batch)) if value is not None}
     unbatched = ServerSettings.unbatched(**limits)
     if args.no_batching and any(value != getattr(unbatched, knob) for knob, value in batching.items()):

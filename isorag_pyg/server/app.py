@@ -28,6 +28,7 @@ from isorag_pyg.index.registry import check_retriever_name
 from isorag_pyg.index.results import answer_json
 from isorag_pyg.retrieval.types import check_questions
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
+from isorag_pyg.server.connection_gate import ConnectionGate
 from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.latency import LatencyHistogram
 from isorag_pyg.server.reloading import Served, ServedIndex
@@ -192,6 +193,7 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
                   description="ISO-RAG retrieval with dynamic micro-batching.")
     latency = LatencyHistogram()  # answered retrieve requests, arrival at the handler to answer ready
     app.state.served, app.state.batcher, app.state.settings, app.state.latency = served, batcher, settings, latency
+    app.state.gate = gate = ConnectionGate(settings.max_connections, settings.max_connections_per_client)  # isorag serve's protocol uses it
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
 
     @app.exception_handler(RequestValidationError)
@@ -233,10 +235,11 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     async def health() -> dict[str, Any]:
         """Liveness and counters: requests, questions, batches, encoder and retrieval calls and
         their seconds, failed requests, the largest batch; and ``latency``, the answered
-        requests' latency inside the server since it started (histogram and p50 / p99 in ms)."""
+        requests' latency inside the server since it started (histogram and p50 / p99 in ms); and
+        ``connections``: open and waiting now, accepted, refused, evicted and timed out since."""
         stats = {key: served.engine.stats[key] for key in STATS}
         return {"status": "ok", "passages": len(served.index), "version": served.version, "queued": batcher.queued, "stats": stats,
-                "latency": latency.to_dict()}
+                "latency": latency.to_dict(), "connections": gate.describe()}
 
     @app.get("/info")
     async def info() -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """``isorag serve``: bind, load the index, warm up, and run uvicorn until SIGINT or SIGTERM."""
 from __future__ import annotations
 
+import dataclasses
+import resource
 import socket
 import sys
 from pathlib import Path
@@ -9,8 +11,10 @@ from isorag_pyg.server.settings import ServerSettings
 
 #: Seconds in-flight requests get to finish after SIGINT / SIGTERM.
 GRACEFUL_SHUTDOWN_S = 5
-#: Connections the kernel holds for the server before it accepts them.
-BACKLOG = 2048
+#: Connections the kernel holds for the server before it accepts them (at most ``net.core.somaxconn``).
+BACKLOG = 4096
+#: File descriptors kept for everything but connections (the index, the model, logs).
+RESERVED_FDS = 256
 #: Seconds an idle keep-alive connection stays open between requests.
 KEEP_ALIVE_S = 5
 
@@ -32,6 +36,22 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def fit_to_fd_limit(settings: ServerSettings) -> ServerSettings:
+    """``settings`` with ``max_connections`` within the file descriptors this process may open,
+    after raising its soft limit towards the hard one (a warning on stderr when it must shrink)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = settings.max_connections + RESERVED_FDS
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return settings
+    fitted = max(1, soft - RESERVED_FDS)
+    print(f"isorag serve: warning: this process may open {soft} files (ulimit -n), so it keeps at most {fitted} connections, "
+          f"not --max-connections {settings.max_connections}", file=sys.stderr, flush=True)
+    return dataclasses.replace(settings, max_connections=fitted, max_connections_per_client=min(settings.max_connections_per_client, fitted))
+
+
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, settings: ServerSettings = ServerSettings(),
           verify: bool = True, threads: int | None = None, encoder_backend: str | None = None) -> None:
     """Serve the index in ``index_dir`` over HTTP until interrupted, with ``threads`` torch
@@ -49,8 +69,9 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
         from isorag_pyg.index import ISORAGIndex
         from isorag_pyg.server.app import create_app
         from isorag_pyg.server.memory import pin_mmap_threshold
-        from isorag_pyg.server.slow_clients import guarded_protocol
+        from isorag_pyg.server.protocol import guarded_protocol
 
+        settings = fit_to_fd_limit(settings)
         pin_mmap_threshold()  # large batch buffers go back to the system when freed: RSS stays flat
         if threads is not None:
             torch.set_num_threads(threads)
@@ -73,8 +94,7 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
               file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", backlog=BACKLOG,
                                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, timeout_keep_alive=KEEP_ALIVE_S,
-                                limit_concurrency=settings.max_connections,
-                                http=guarded_protocol(AutoHTTPProtocol, settings.read_timeout_s))
+                                http=guarded_protocol(AutoHTTPProtocol, settings.read_timeout_s, app.state.gate))
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

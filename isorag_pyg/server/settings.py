@@ -21,9 +21,13 @@ class ServerSettings:
         max_question_chars: characters per question.
         max_body_bytes: request body size; larger bodies get 413 before they are read.
         max_pending: questions waiting for the worker; beyond it requests get 503 (overload).
-        read_timeout_s: seconds a client has, from its request's first byte, to send all of it;
-            slower connections are closed.
-        max_connections: open connections (and requests) beyond which new requests get 503.
+        read_timeout_s: seconds a connection has, from its accept or the end of its previous
+            answer, to send a whole request (headers and body); slower or idle ones are closed.
+        max_connections: open connections; one more closes the oldest connection still waiting
+            for its request (those that never sent one first), or gets 503 when all are busy
+            (:mod:`~isorag_pyg.server.connection_gate`).
+        max_connections_per_client: connections waiting for their request that one client
+            address may hold; one more closes that client's oldest waiting connection.
         watch_seconds: check the index's manifest this often and serve a newly saved version
             (``None``: only on ``POST /reload``).
         query_cache: question embeddings kept in an LRU cache (a repeated question is not
@@ -38,7 +42,8 @@ class ServerSettings:
     max_body_bytes: int = 1 << 20
     max_pending: int = 4096
     read_timeout_s: float = 10.0
-    max_connections: int = 1024
+    max_connections: int = 8192
+    max_connections_per_client: int = 4096
     watch_seconds: float | None = None
     query_cache: int = 4096
 
@@ -49,7 +54,8 @@ class ServerSettings:
             raise ValueError(f"read timeout must lie in (0, 3600] s, got {self.read_timeout_s}")
         if self.watch_seconds is not None and not 0.1 <= self.watch_seconds <= 86400:
             raise ValueError(f"watch interval must lie in [0.1, 86400] s, got {self.watch_seconds}")
-        for name in ("max_batch", "max_questions", "max_k", "max_question_chars", "max_body_bytes", "max_pending", "max_connections"):
+        for name in ("max_batch", "max_questions", "max_k", "max_question_chars", "max_body_bytes", "max_pending", "max_connections",
+                     "max_connections_per_client"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
