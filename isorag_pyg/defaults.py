@@ -33,3 +33,5 @@ TUNE_REPEATS = 3
 #: Where ``isorag serve`` listens: this machine only.
 HOST = "127.0.0.1"
 PORT = 8000
+#: The ``Host`` names ``isorag serve`` answers to (any port): the loopback ones (``--allowed-host`` adds others).
+ALLOWED_HOSTS = ("localhost", "127.0.0.1", "::1")

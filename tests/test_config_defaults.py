@@ -141,7 +141,7 @@ def test_every_k_default_is_the_one_in_defaults():
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.llm import ISORAGFeatureStore, rag_components
     from isorag_pyg.scale import RayEncoder
-    from isorag_pyg.server.app import RetrieveBody
+    from isorag_pyg.server.schema import RetrieveBody
 
     for function in (ISORAGIndex.retrieve, ISORAGIndex.explain, tune, rag_components, ISORAGFeatureStore.__init__):
         assert signature_defaults(function)["k"] == defaults.K, function

@@ -128,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-connections-per-client", type=int, default=limits.max_connections_per_client,
                        help="connections waiting for their request one client address may hold; one more closes its oldest "
                             f"(default: {limits.max_connections_per_client})")
+    serve.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every endpoint but /health "
+                       "(default: $ISORAG_API_KEY, else none; the variable keeps the key out of the process list)")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                       help=f"also answer requests whose Host header names NAME ('*': any); repeatable (default: {', '.join(limits.allowed_hosts)}, "
+                            "and the --host address when it is a specific one)")
     serve.add_argument("--watch-seconds", type=float, default=None,
                        help="check the index's manifest this often and serve a newly saved version (default: only on POST /reload)")
     return parser

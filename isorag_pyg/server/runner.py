@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import resource
 import socket
 import sys
@@ -52,6 +53,22 @@ def fit_to_fd_limit(settings: ServerSettings) -> ServerSettings:
     return dataclasses.replace(settings, max_connections=fitted, max_connections_per_client=min(settings.max_connections_per_client, fitted))
 
 
+def exposed(settings: ServerSettings, host: str, bound: str) -> ServerSettings:
+    """``settings`` with a specific listen address ``host`` (not ``0.0.0.0`` or ``::``) among the
+    allowed Host names; a loud warning on stderr when ``bound`` (the address bound) is not
+    loopback and there is no API key."""
+    address = ipaddress.ip_address(bound.split("%", 1)[0])
+    if not address.is_unspecified and host not in settings.allowed_hosts:
+        settings = dataclasses.replace(settings, allowed_hosts=(*settings.allowed_hosts, host))
+    if not address.is_loopback and settings.api_key is None:
+        print(f"isorag serve: WARNING: listening on {host}, beyond this machine, without an API key: anyone who can reach it can read "
+              "every indexed passage; set --api-key or ISORAG_API_KEY", file=sys.stderr, flush=True)
+    if address.is_unspecified and "*" not in settings.allowed_hosts:
+        print(f"isorag serve: requests are answered for the Host names {', '.join(settings.allowed_hosts)} only; "
+              "add the names clients use with --allowed-host", file=sys.stderr, flush=True)
+    return settings
+
+
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, settings: ServerSettings = ServerSettings(),
           verify: bool = True, threads: int | None = None, encoder_backend: str | None = None) -> None:
     """Serve the index in ``index_dir`` over HTTP until interrupted, with ``threads`` torch
@@ -62,6 +79,7 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
         raise ValueError(f"threads must be >= 1, got {threads}")
     sock = bind(host, port)  # before torch, FastAPI and the index are even imported: a taken port fails at once
     try:
+        settings = exposed(settings, host, sock.getsockname()[0])
         import torch
         import uvicorn
         from uvicorn.protocols.http.auto import AutoHTTPProtocol

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from isorag_pyg import defaults
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class ServerSettings:
             (``None``: only on ``POST /reload``).
         query_cache: question embeddings kept in an LRU cache (a repeated question is not
             encoded again); ``0`` turns the cache off.
+        api_key: the bearer token every endpoint but ``/health`` requires (``None``: none);
+            never shown by ``repr`` or :meth:`to_dict`.
+        allowed_hosts: the ``Host`` names answered (any port; ``"*"``: any name); others get 400
+            (:mod:`~isorag_pyg.server.access`).
     """
 
     batch_window_ms: float = 2.0
@@ -46,6 +52,8 @@ class ServerSettings:
     max_connections_per_client: int = 4096
     watch_seconds: float | None = None
     query_cache: int = 4096
+    api_key: str | None = field(default=None, repr=False)
+    allowed_hosts: tuple[str, ...] = defaults.ALLOWED_HOSTS
 
     def __post_init__(self) -> None:
         if not 0 <= self.batch_window_ms <= 1000:
@@ -61,6 +69,12 @@ class ServerSettings:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if isinstance(self.query_cache, bool) or not isinstance(self.query_cache, int) or self.query_cache < 0:
             raise ValueError(f"query_cache must be a non-negative integer, got {self.query_cache!r}")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key.isascii() or not self.api_key.isprintable()
+                                         or not self.api_key.strip() or self.api_key != self.api_key.strip()):
+            raise ValueError("the API key must be a non-empty string of printable ASCII characters without surrounding spaces")
+        if not isinstance(self.allowed_hosts, tuple) or not self.allowed_hosts or not all(
+                isinstance(h, str) and h.strip() for h in self.allowed_hosts):
+            raise ValueError(f"allowed_hosts must be a non-empty tuple of host names, got {self.allowed_hosts!r}")
         if self.max_pending < self.max_questions:
             raise ValueError(f"max_pending ({self.max_pending}) must be at least max_questions ({self.max_questions})")
 
@@ -74,4 +88,6 @@ class ServerSettings:
         return self.max_batch > 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "batching": self.batching}
+        """The settings as JSON values, the API key left out (``api_key_required`` says whether there is one)."""
+        values = {key: value for key, value in dataclasses.asdict(self).items() if key != "api_key"}
+        return {**values, "allowed_hosts": list(self.allowed_hosts), "api_key_required": self.api_key is not None, "batching": self.batching}

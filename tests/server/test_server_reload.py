@@ -29,7 +29,7 @@ def test_the_server_follows_its_index_without_a_failed_request(copy, tmp_path):
     try:
         info = server.client.get("/info").json()
         assert (info["version"], info["passages"]) == (ISORAGIndex.load(copy).generation, 20)
-        assert server.client.post("/reload").json() == {"reloaded": False, "version": info["version"], "passages": 20}
+        assert server.client.post("/reload", json={}).json() == {"reloaded": False, "version": info["version"], "passages": 20}
         failures, versions, stop = [], set(), threading.Event()
 
         def client() -> None:
@@ -52,7 +52,7 @@ def test_the_server_follows_its_index_without_a_failed_request(copy, tmp_path):
         time.sleep(1)
         done = isorag("add", str(copy), str(write_jsonl(tmp_path / "more.jsonl", passages(1, 71))))
         assert done.returncode == 0, done.stderr[-2000:]
-        reloaded = server.client.post("/reload").json()
+        reloaded = server.client.post("/reload", json={}).json()
         assert reloaded == {"reloaded": True, "version": info["version"] + 1, "passages": 21}
         time.sleep(1)
         stop.set()
@@ -65,7 +65,7 @@ def test_the_server_follows_its_index_without_a_failed_request(copy, tmp_path):
         assert server.client.get("/health").json()["stats"]["failed_requests"] == 0
         (copy / "tensors.safetensors").write_bytes(b"garbage")
         rewrite(copy, edit=lambda m: m.update(generation=m["generation"] + 1))
-        refused = server.client.post("/reload")
+        refused = server.client.post("/reload", json={})
         assert refused.status_code == 409 and f"still serving version {reloaded['version']}" in refused.json()["detail"]
     finally:
         server.stop()
