@@ -19,9 +19,10 @@ from typing import Any
 from isorag_pyg import defaults
 from isorag_pyg.store.layout import FORMAT_VERSION, MANIFEST, IndexFormatError
 from isorag_pyg.store.locking import index_lock, read_generation, remove_debris, temp_dir_name
+from isorag_pyg.store.permissions import Permissions
 from isorag_pyg.store.snapshot import OpenedVersion
 from isorag_pyg.store.validation import validate_manifest
-from isorag_pyg.utils.files import apply_umask, file_sha256
+from isorag_pyg.utils.files import file_sha256
 
 
 def _manifest_digest(manifest: dict[str, Any]) -> str:
@@ -67,8 +68,9 @@ def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, 
     is fsynced, and only then does the new directory take ``target``'s place (an atomic swap
     where the system allows it). A crash before that leaves the previous index as it was.
     ``target`` may be missing, an empty directory or an earlier index; anything else is refused.
-    The manifest's ``generation`` counts the versions saved there; files get the process umask's
-    modes.
+    The manifest's ``generation`` counts the versions saved there. Over an earlier index, the
+    directory and files keep its modes (and owner, where permitted); a first save follows the
+    umask (:mod:`~isorag_pyg.store.permissions`).
     """
     target = Path(target)
     with index_lock(target, lock_timeout):
@@ -80,19 +82,22 @@ def _write_locked(target: Path, write_files: Callable[[Path], dict[str, Any]]) -
     if target.exists() and not (target.is_dir() and (is_index_dir(target) or not any(target.iterdir()))):
         raise FileExistsError(f"{target}: exists and is not an isorag index (refusing to replace it)")
     target.parent.mkdir(parents=True, exist_ok=True)
+    permissions = Permissions.of(target)
     tmp = temp_dir_name(target)
-    tmp.mkdir()
+    tmp.mkdir(mode=0o700)  # private until the final modes are set, just before the swap
     try:
         manifest = {**write_files(tmp), "generation": read_generation(target) + 1}
         files = {}
         for path in sorted(p for p in tmp.iterdir() if p.name != MANIFEST):
-            apply_umask(path)  # safetensors writes 0600
+            permissions.apply_file(path)  # safetensors writes 0600
             _fsync(path)
             files[path.name] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
         manifest = {**manifest, "files": files}
         manifest["manifest_sha256"] = _manifest_digest(manifest)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        permissions.apply_file(tmp / MANIFEST)
         _fsync(tmp / MANIFEST)
+        permissions.apply_directory(tmp)
         _fsync(tmp)
         if not target.exists():
             os.rename(tmp, target)

@@ -27,8 +27,3 @@ def process_umask() -> int:
     os.umask(mask)
     return mask
 
-
-def apply_umask(path: Path) -> None:
-    """Give a file the mode a plain ``open`` would (``0o666`` less the umask), e.g. after a
-    library wrote it ``0o600`` through a temporary file."""
-    os.chmod(path, 0o666 & ~process_umask())
