@@ -35,7 +35,7 @@ from isorag_pyg.retrieval.types import check_questions
 from isorag_pyg.store.contents import IndexContents
 from isorag_pyg.store.ids import next_number
 from isorag_pyg.store.passages import PassageStore
-from isorag_pyg.store.storage import StoredANN, ann_info, index_manifest, load_index, save_index
+from isorag_pyg.store.storage import Origin, StoredANN, ann_info, index_manifest, load_index, save_index
 from isorag_pyg.training.config import FThetaConfig
 from isorag_pyg.utils.device import device_of
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
@@ -70,7 +70,7 @@ class ISORAGIndex:
     def __init__(self, *, contents: IndexContents, encoder: dict[str, Any], phi: PhiSpec, graph_spec: dict[str, Any],
                  f_theta: PoincareEncoder | None = None, f_theta_info: dict[str, Any] | None = None,
                  knobs: Mapping[str, Mapping[str, Any]] | None = None, created: str | None = None,
-                 ann: ANNIndex | StoredANN | None = None, next_id: int | None = None, origin: tuple[Path, int] | None = None,
+                 ann: ANNIndex | StoredANN | None = None, next_id: int | None = None, origin: Origin | None = None,
                  max_tokens: int | None = None):
         self.contents, self.encoder_spec, self.phi, self.graph_spec = contents, encoder, phi, graph_spec
         self.f_theta, self.f_theta_info = f_theta, f_theta_info
@@ -137,7 +137,7 @@ class ISORAGIndex:
 
     @classmethod
     def load(cls, directory: str | Path, verify: bool = True) -> ISORAGIndex:
-        """Open a saved index (:func:`~isorag_pyg.store.storage.load_index`: checksums unless not ``verify``, tensors memory-mapped)."""
+        """Open a saved index (:func:`~isorag_pyg.store.storage.load_index`: checksums unless not ``verify``, private copies)."""
         return cls(**load_index(directory, verify))
 
     def info(self) -> dict[str, Any]:

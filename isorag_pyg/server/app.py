@@ -31,7 +31,7 @@ from isorag_pyg.server.body_limit import BodyLimit
 from isorag_pyg.server.connection_gate import ConnectionGate
 from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.latency import LatencyHistogram
-from isorag_pyg.server.reloading import Served, ServedIndex
+from isorag_pyg.server.reloading import DISK_CHECK_S, Served, ServedIndex
 from isorag_pyg.server.schema import (
     ERROR_RESPONSES,
     Answer,
@@ -49,6 +49,9 @@ from isorag_pyg.server.settings import ServerSettings
 from isorag_pyg.version import __version__
 
 log = logging.getLogger(__name__)
+
+#: ``GET /health``'s status for each state of the index's folder (see :class:`~isorag_pyg.store.disk_check.DiskCheck`).
+HEALTH_STATUS = {"ok": "ok", "stale": "stale", "changed": "degraded"}
 
 #: The counters ``GET /health`` reports (see :class:`RetrievalEngine`).
 STATS = ("requests", "questions", "batches", "encoder_calls", "retrieval_calls", "encode_seconds", "retrieval_seconds",
@@ -72,9 +75,14 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     batcher: MicroBatcher[RetrievalRequest, Served] = MicroBatcher(served.run, settings.batch_window_ms / 1000, settings.max_batch,
                                                                    settings.max_pending)
 
-    async def watch(seconds: float) -> None:
+    async def watch(seconds: float, reload: bool) -> None:
+        """Every ``seconds``, check the files on disk (logged when that changes) and, with
+        ``reload``, serve a newly saved version."""
         while True:
             await asyncio.sleep(seconds)
+            await asyncio.to_thread(served.disk_state)
+            if not reload:
+                continue
             try:
                 if (outcome := await asyncio.to_thread(served.poll)) is not None and outcome["reloaded"]:
                     log.warning("index %s: serving version %s", served.directory, outcome["version"])
@@ -88,8 +96,8 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
         try:
             served.freeze()  # the index, the model, the modules: out of the collector's full collections
             batcher.start()
-            if settings.watch_seconds is not None and reloadable:
-                watcher = asyncio.get_running_loop().create_task(watch(settings.watch_seconds))
+            if reloadable:
+                watcher = asyncio.get_running_loop().create_task(watch(settings.watch_seconds or DISK_CHECK_S, settings.watch_seconds is not None))
             yield
         finally:
             if watcher is not None:
@@ -147,11 +155,15 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     async def health() -> dict[str, Any]:
         """Liveness and counters: requests, questions, batches, encoder and retrieval calls and
         their seconds, failed requests, the largest batch; and ``latency``, the answered
-        requests' latency inside the server since it started (histogram and p50 / p99 in ms); and
-        ``connections``: open and waiting now, accepted, refused, evicted and timed out since."""
+        requests' latency inside the server since it started (histogram and p50 / p99 in ms);
+        ``connections``: open and waiting now, accepted, refused, evicted and timed out since;
+        ``disk``: whether the index's folder still holds the served version (``status`` is
+        ``"stale"`` when a newer version was saved there, ``"degraded"`` when its files were
+        changed in place: the served version is still answered, from memory)."""
         stats = {key: served.engine.stats[key] for key in STATS}
-        return {"status": "ok", "passages": len(served.index), "version": served.version, "queued": batcher.queued, "stats": stats,
-                "latency": latency.to_dict(), "connections": gate.describe()}
+        disk = await asyncio.to_thread(served.disk_state)
+        return {"status": HEALTH_STATUS[disk.state], "passages": len(served.index), "version": served.version, "queued": batcher.queued,
+                "stats": stats, "latency": latency.to_dict(), "connections": gate.describe(), "disk": disk.to_dict()}
 
     @app.get("/info")
     async def info() -> dict[str, Any]:

@@ -115,10 +115,13 @@ def _write_locked(target: Path, write_files: Callable[[Path], dict[str, Any]]) -
     return target
 
 
-def read_manifest(directory: str | Path, verify: bool = True, opened: OpenedVersion | None = None) -> dict[str, Any]:
+def read_manifest(directory: str | Path, verify: bool = True, opened: OpenedVersion | None = None,
+                  deferred: tuple[str, ...] = ()) -> dict[str, Any]:
     """The manifest of an index directory, after checking its format version, its own checksum,
     its schema (:mod:`~isorag_pyg.store.validation`) and, unless ``verify`` is ``False``, the
-    size and SHA-256 of every file it lists (sizes are always checked). With ``opened``, the
+    size and SHA-256 of every file it lists (sizes are always checked), each file copied into
+    private memory first so that the bytes checked are the bytes read later; a ``deferred`` file
+    is checked in place, not copied (its reader copies and checks it again on first use). With ``opened``, the
     manifest and files of that opened version are read."""
     directory = Path(directory)
     if opened is None:
@@ -138,11 +141,13 @@ def read_manifest(directory: str | Path, verify: bool = True, opened: OpenedVers
         raise IndexFormatError(path, "checksum mismatch: the manifest was edited or corrupted")
     validate_manifest(path, manifest)
     for name, expected in manifest["files"].items():
-        file, shown = opened.path(name), directory / name
-        if not file.is_file():
+        shown = directory / name
+        copy = None if name in deferred else opened.copy(name, digest=verify)
+        size = opened.size(name) if copy is None else copy.size
+        if size is None:
             raise IndexFormatError(shown, "missing")
-        if file.stat().st_size != expected["bytes"]:
-            raise IndexFormatError(shown, f"size {file.stat().st_size} bytes, the manifest says {expected['bytes']} (truncated or replaced)")
-        if verify and file_sha256(file) != expected["sha256"]:
+        if size != expected["bytes"]:
+            raise IndexFormatError(shown, f"size {size} bytes, the manifest says {expected['bytes']} (truncated or replaced)")
+        if verify and (opened.digest(name) if copy is None else copy.sha256) != expected["sha256"]:
             raise IndexFormatError(shown, "checksum mismatch (corrupted or tampered with)")
     return manifest

@@ -28,7 +28,8 @@ class PassageStore(Sequence[Passage]):
     """Passages by corpus row: a list in memory, or a JSON-lines file read on demand through
     ``mmap`` with its byte ``offsets`` (a million passages open without parsing them). The file
     is mapped when the store is made (from ``read_from``, default ``path``; errors name
-    ``path``), so a later save that replaces it never changes what this store reads."""
+    ``path``); an index maps the private copy it verified (:mod:`~isorag_pyg.store.sealed`), so
+    nothing done to ``path`` afterwards changes or breaks what this store reads."""
 
     def __init__(self, passages: list[Passage] | None = None, path: Path | None = None, offsets: Tensor | None = None,
                  read_from: Path | None = None):

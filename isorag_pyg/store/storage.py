@@ -32,7 +32,9 @@ from isorag_pyg.store.directory import _manifest_digest, read_manifest, write_in
 from isorag_pyg.store.ids import next_number
 from isorag_pyg.store.layout import ANN, ENTITIES, F_THETA, FORMAT_VERSION, MANIFEST, PASSAGES, TENSORS, IndexFormatError
 from isorag_pyg.store.locking import check_not_stale, index_lock, read_generation
+from isorag_pyg.store.origin import Origin, saved_origin
 from isorag_pyg.store.passages import PassageStore, write_passages
+from isorag_pyg.store.sealed import SealedCopy
 from isorag_pyg.store.snapshot import OpenedVersion
 from isorag_pyg.store.validation import check_finite_weights, check_index_tensors, require_listed
 from isorag_pyg.utils.files import file_sha256
@@ -41,26 +43,37 @@ from isorag_pyg.version import __version__
 log = logging.getLogger(__name__)
 
 #: Re-exported: what callers and tests take from here.
-__all__ = ["FORMAT_VERSION", "MANIFEST", "IndexFormatError", "_manifest_digest", "file_sha256", "load_index", "read_manifest",
+__all__ = ["FORMAT_VERSION", "MANIFEST", "IndexFormatError", "Origin", "_manifest_digest", "file_sha256", "load_index", "read_manifest",
            "save_index", "write_index_dir"]
 
 
 @dataclass(frozen=True)
 class StoredANN:
-    """An ANN index still in its file: an opened index reads it on first use."""
+    """An ANN index still in its file: an opened index reads it on first use, from a private copy
+    of the file it opened (its digest checked then, against ``sha256``; ``None``: not verified),
+    so that a large ANN index is not held twice (copy and FAISS) while unused."""
 
     path: Path
     kind: str
     params: dict[str, Any]
-    handle: Any = None  # the file of the version the index was opened from (read through /proc/self/fd)
+    handle: Any = None  # the file of the version the index was opened from
+    sha256: str | None = None
 
     def open(self, num_passages: int, dim: int) -> ANNIndex:
-        """The index, checked against the passages it must cover."""
-        source = self.path
-        if self.handle is not None and not self.handle.closed and Path("/proc/self/fd").is_dir():
-            source = Path(f"/proc/self/fd/{self.handle.fileno()}")
+        """The index, checked against its digest and the passages it must cover."""
         try:
-            ann = ANNIndex.load(source)
+            if self.handle is None or self.handle.closed:
+                ann = ANNIndex.load(self.path)
+            else:
+                copy = SealedCopy(self.handle.fileno(), self.path, digest=self.sha256 is not None)
+                try:
+                    if self.sha256 is not None and copy.sha256 != self.sha256:
+                        raise IndexFormatError(self.path, "checksum mismatch: changed since the index was opened")
+                    ann = ANNIndex.load(copy.path)
+                finally:
+                    copy.close()
+        except IndexFormatError:
+            raise
         except Exception as err:  # noqa: BLE001 - safetensors' or FAISS's own errors
             raise IndexFormatError(self.path, f"unreadable ANN index ({err})") from None
         if (ann.kind, ann.num_passages, ann.dim) != (self.kind, num_passages, dim):
@@ -100,11 +113,11 @@ def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpe
     }
 
 
-def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOUT_S, origin: tuple[Path, int] | None = None,
-               **fields: Any) -> tuple[Path, int]:
+def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOUT_S, origin: Origin | None = None,
+               **fields: Any) -> Origin:
     """Write an index, given as its constructor arguments, to ``directory`` atomically (see
     :func:`~isorag_pyg.store.directory.write_index_dir`) and return its new ``origin``: the
-    resolved directory and the version (``generation``) saved there.
+    resolved directory, the version (``generation``) saved there and its files.
 
     Holds the directory's writer lock (waiting up to ``lock_timeout`` seconds for another
     writer, then :class:`~isorag_pyg.store.locking.IndexLockTimeout`). Saving back to
@@ -141,7 +154,7 @@ def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOU
         if origin is not None and origin[0] == directory.resolve():
             check_not_stale(directory, origin[1])
         write_index_dir(directory, write, lock_timeout)
-        return directory.resolve(), read_generation(directory)
+        return saved_origin(directory, read_generation(directory))
 
 
 def load_index(directory: str | Path, verify: bool = True) -> dict[str, Any]:
@@ -149,21 +162,23 @@ def load_index(directory: str | Path, verify: bool = True) -> dict[str, Any]:
     there when it was opened, whatever writers do meanwhile (:mod:`~isorag_pyg.store.snapshot`).
     Every file's size is checked and, unless ``verify`` is ``False``, its SHA-256; the manifest's
     schema and the tensors' shapes, types and ranges are validated
-    (:mod:`~isorag_pyg.store.validation`); tensors are memory-mapped. Raises
+    (:mod:`~isorag_pyg.store.validation`); every file is read from a private copy made when it
+    was verified (:mod:`~isorag_pyg.store.sealed`), so nothing done to the files afterwards
+    changes or breaks the index; ``origin`` records what was read. Raises
     :class:`IndexFormatError` naming the file for anything missing, corrupt or too new."""
     directory = Path(directory)
     with OpenedVersion(directory) as version:
-        manifest = read_manifest(directory, verify, version)
+        manifest = read_manifest(directory, verify, version, deferred=(ANN,))
         try:
-            fields = _read_files(directory, manifest, version)
+            fields = _read_files(directory, manifest, version, verify)
         except IndexFormatError:
             raise
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
             raise IndexFormatError(directory, f"inconsistent index ({err})") from None
-    return {**fields, "origin": (directory.resolve(), manifest.get("generation", 0))}
+        return {**fields, "origin": version.origin(manifest.get("generation", 0), manifest["files"])}
 
 
-def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersion) -> dict[str, Any]:
+def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersion, verify: bool) -> dict[str, Any]:
     info = manifest.get("f_theta")
     ann = manifest.get("ann", ann_info(None))
     counts, statistics = manifest["counts"], manifest["graph"]["statistics"]
@@ -191,7 +206,8 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
         check_finite_weights(directory / F_THETA, weights)
         f_theta.load_state_dict(weights)
         f_theta.eval()
-    stored_ann = None if ann["kind"] == "exact" else StoredANN(directory / ANN, ann["kind"], ann["params"], version.keep(ANN))
+    stored_ann = None if ann["kind"] == "exact" else StoredANN(directory / ANN, ann["kind"], ann["params"], version.keep(ANN),
+                                                               manifest["files"][ANN]["sha256"] if verify else None)
     passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"], read_from=version.path(PASSAGES))
     contents = IndexContents(passages, tensors["embeddings"], graph, tensors["log_phi"], statistics, manifest["corpus_hash"],
                              tensors.get("z"), tensors.get("knn_edges"))

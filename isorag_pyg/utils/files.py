@@ -15,6 +15,15 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def fd_sha256(fd: int) -> str:
+    """The SHA-256 of an open file's bytes (read from its start, in 4 MiB blocks; its offset unchanged)."""
+    digest, offset = hashlib.sha256(), 0
+    while block := os.pread(fd, 1 << 22, offset):
+        digest.update(block)
+        offset += len(block)
+    return digest.hexdigest()
+
+
 def process_umask() -> int:
     """This process's umask, read without changing it where Linux shows it (``/proc/self/status``)."""
     try:
