@@ -5,7 +5,11 @@ import argparse
 
 
 def run_index(args: argparse.Namespace) -> list[str]:
-    """Build the index of ``args.corpus`` and save it; its summary and graph statistics."""
+    """Build the index of ``args.corpus`` and save it; its summary and graph statistics (its
+    warnings are logged by the build, so not repeated here)."""
+    from isorag_pyg.store.directory import check_destination
+
+    check_destination(args.out_dir)  # an unwritable destination fails before the corpus is read and embedded
     from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.index.build import passage_encoder
@@ -21,7 +25,7 @@ def run_index(args: argparse.Namespace) -> list[str]:
     index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann,
                               max_tokens=args.max_tokens)
     index.save(args.out_dir, lock_timeout=args.lock_timeout)
-    return [f"{args.out_dir}: {index!r}", *describe_graph(index.statistics)]
+    return [f"{args.out_dir}: {index!r}", *(line for line in describe_graph(index.statistics) if not line.startswith("warning:"))]
 
 
 def f_theta_config(epochs: int, seed: int, quiet: bool):

@@ -58,6 +58,22 @@ def is_index_dir(path: Path) -> bool:
     return (path / MANIFEST).is_file()
 
 
+def check_destination(target: str | Path) -> None:
+    """Fail now, before any work, where saving to ``target`` would fail: :class:`FileExistsError`
+    when it is something other than a missing path, an empty folder or an index;
+    :class:`NotADirectoryError` or :class:`PermissionError` when what would hold it (the nearest
+    path above it that exists) is not a folder this process may write in."""
+    target = Path(target).absolute()
+    if target.exists() and not (target.is_dir() and (is_index_dir(target) or not any(target.iterdir()))):
+        raise FileExistsError(f"{target}: exists and is not an isorag index (refusing to replace it)")
+    holder = target.parent
+    while not holder.exists() and holder != holder.parent:
+        holder = holder.parent
+    if not holder.is_dir() or not os.access(holder, os.W_OK | os.X_OK):
+        error = PermissionError if holder.is_dir() else NotADirectoryError
+        raise error(f"{target}: cannot write there ({holder} is not a folder this process may write in)")
+
+
 def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, Any]],
                     lock_timeout: float = defaults.LOCK_TIMEOUT_S) -> Path:
     """Write an index to ``target`` atomically, holding its writer lock (see
@@ -79,8 +95,7 @@ def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, 
 
 
 def _write_locked(target: Path, write_files: Callable[[Path], dict[str, Any]]) -> Path:
-    if target.exists() and not (target.is_dir() and (is_index_dir(target) or not any(target.iterdir()))):
-        raise FileExistsError(f"{target}: exists and is not an isorag index (refusing to replace it)")
+    check_destination(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     permissions = Permissions.of(target)
     tmp = temp_dir_name(target)
