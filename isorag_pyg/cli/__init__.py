@@ -1,6 +1,6 @@
 """The ``isorag`` command: build, inspect, update, tune, query and serve an index of your own
-corpus (``isorag index|query|info|add|remove|tune|serve``; ``isorag <command> --help`` gives the
-options).
+corpus (``isorag index|query|info|add|remove|tune|serve``), and look after the embedding cache
+(``isorag cache info|clear``); ``isorag <command> --help`` gives the options.
 
 Errors (a bad path, an empty corpus, a missing or corrupt index, a bad argument such as ``-k abc``)
 are one line on stderr and exit status 1; ``ISORAG_DEBUG=1`` shows the traceback instead.
@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from isorag_pyg.cli.build import run_index
+from isorag_pyg.cli.cache import run_cache
 from isorag_pyg.cli.parser import build_parser
 from isorag_pyg.cli.read import run_info, run_query
 from isorag_pyg.cli.serve import run_serve
@@ -29,7 +30,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # libraries print notices to stdout (e.g. transformers under WANDB_MODE=offline): send
         # them to stderr, so stdout carries only the answer (and --json stays parseable)
         with contextlib.redirect_stdout(sys.stderr):
-            commands = {"index": run_index, "query": run_query, "info": run_info, "add": run_add, "remove": run_remove, "tune": run_tune, "serve": run_serve}
+            commands = {"index": run_index, "query": run_query, "info": run_info, "add": run_add, "remove": run_remove, "tune": run_tune, "serve": run_serve,
+                        "cache": run_cache}
             lines = commands[args.command](args)
         out.write("".join(f"{line}\n" for line in lines))
     except KeyboardInterrupt:

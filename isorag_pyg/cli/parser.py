@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("index_dir")
     info.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
 
+    cache = commands.add_parser("cache", help="the embedding cache: its folder, size and limit (info), or empty it (clear)")
+    cache.add_argument("action", choices=["info", "clear"])
+
     limits = ServerSettings()
     serve = commands.add_parser("serve", help="serve an index over HTTP (POST /retrieve, GET /health, GET /info)")
     serve.add_argument("index_dir")
