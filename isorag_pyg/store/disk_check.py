@@ -15,6 +15,7 @@ import os
 import stat
 from dataclasses import dataclass
 
+from isorag_pyg.store.directory import _manifest_digest
 from isorag_pyg.store.layout import MANIFEST
 from isorag_pyg.store.origin import Origin
 from isorag_pyg.store.sealed import Signature, signature
@@ -69,12 +70,15 @@ class DiskCheck:
         return f"{name}: its bytes differ from the loaded version's (edited or replaced)"
 
     def _saved_generation(self) -> int | None:
-        """The version the manifest on disk names (``None``: unreadable)."""
+        """The version the manifest on disk names (``None``: unreadable, or not as a writer left
+        it: its own checksum does not match)."""
         try:
-            generation = json.loads((self.origin.directory / MANIFEST).read_bytes()).get("generation")
-        except (OSError, ValueError, AttributeError):
+            manifest = json.loads((self.origin.directory / MANIFEST).read_bytes())
+            intact = manifest.get("manifest_sha256") == _manifest_digest(manifest)
+        except (OSError, ValueError, AttributeError, TypeError):
             return None
-        return generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+        generation = manifest.get("generation")
+        return generation if intact and isinstance(generation, int) and not isinstance(generation, bool) else None
 
 
 def _digest(path: os.PathLike) -> str | None:

@@ -66,6 +66,9 @@ def test_disk_check_tells_unchanged_changed_restored_and_stale(tmp_path):
     assert stale.state == "stale" and stale.problems == ((f"version {saved.generation} was saved there; this index is version "
                                                          f"{index.generation}"),)
     assert DiskCheck(saved.origin).state().state == "ok"  # a saved index knows its files too
+    manifest = json.loads((directory / "manifest.json").read_text())
+    (directory / "manifest.json").write_text(json.dumps({**manifest, "generation": 99}))  # edited by hand: not a save
+    assert check.state().state == "changed" and DiskCheck(saved.origin).state().problems[0].startswith("manifest.json: ")
 
 
 def test_an_index_refuses_a_file_that_is_not_a_regular_file(tmp_path):
