@@ -130,6 +130,19 @@ def test_load_test_drives_both_servers_at_every_level_and_checks_their_answers(c
                                       *(f"served_equals_retrieve_{name}" for name in names)}
 
 
+@pytest.mark.slow
+def test_flood_measures_real_clients_with_and_without_idle_and_slow_sockets(tmp_path):
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}
+    subprocess.run([sys.executable, "-m", "benchmarks.flood", "--corpus", "synthetic", "--index", str(tmp_path / "index"), "--idle", "60",
+                    "--slow", "40", "--clients", "4", "--requests", "60", "--warmup", "8", "--settle", "1"],
+                   cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=900)
+    result = json.loads((tmp_path / "flood.json").read_text())
+    assert result["server_alive"] and result["targets"]["no_failed_request"], result
+    assert [result[phase]["answered"] for phase in ("without_before", "with_flood", "without_after")] == [60, 60, 60]
+    assert result["flood"]["connects"] >= 100 and result["server_connections"]["flood_held"]["waiting"] >= 100
+    assert result["p99_ratio"] == round(result["with_flood"]["p99_ms"] / result["without_pooled"]["p99_ms"], 2)
+
+
 @pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem != "__init__"))
 def test_every_benchmark_imports_as_a_package_module(script):
     """Each script runs as ``python -m benchmarks.<name>``: its imports resolve inside the package."""

@@ -30,6 +30,8 @@ def test_schemathesis_finds_no_failure_in_over_a_thousand_generated_requests(sav
         assert run.returncode == 0 and outcome["exit_code"] == 0, run.stdout[-4000:]
         assert outcome["operations"]["tested"] == outcome["operations"]["total"] == 4  # /retrieve, /reload, /health, /info
         cases = outcome["test_cases"]
+        print(f"schemathesis {outcome['schemathesis_version']}: {cases['generated']} test cases generated, {cases['with_failures']} failing, "
+              f"{len(outcome['errors'])} errors, in {outcome['running_time']:.0f} s")
         assert cases["generated"] >= 1000 and cases["with_failures"] == cases["errored"] == 0, cases
         assert outcome["failures"] == [] and outcome["errors"] == []
         assert server.process.poll() is None and server.stats()["failed_requests"] == 0
