@@ -62,7 +62,9 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     """The server over a loaded index. The app owns a :class:`ServedIndex` (``app.state.served``:
     the current :class:`RetrievalEngine`, counters in ``/health``; reloaded from the directory
     the index was loaded from) and a :class:`MicroBatcher` feeding it, started and stopped with
-    the app's lifespan (as is the manifest watch, with ``settings.watch_seconds``). A reloaded
+    the app's lifespan (as is the watch: the files on disk checked every ``settings.watch_seconds``,
+    or :data:`~isorag_pyg.server.reloading.DISK_CHECK_S`, and with ``watch_seconds`` a newly
+    saved version served). A reloaded
     version keeps the encoder (query cache included) when its fingerprint is the same, and gets
     its own encoder behind a fresh query cache when it is not."""
 
@@ -80,7 +82,10 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
         ``reload``, serve a newly saved version."""
         while True:
             await asyncio.sleep(seconds)
-            await asyncio.to_thread(served.disk_state)
+            try:
+                await asyncio.to_thread(served.disk_state)
+            except Exception as err:  # noqa: BLE001 - the check must not end the watch
+                log.warning("index %s: its files could not be checked (%s)", served.directory, err)
             if not reload:
                 continue
             try:
