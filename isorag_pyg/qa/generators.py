@@ -130,13 +130,15 @@ class OpenAIChatGenerator:
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             futures = [pool.submit(ask, request) for request in requests]
-            try:
-                for done in tqdm(as_completed(futures), total=len(futures), desc=desc, leave=False):
-                    done.result()
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+            error: BaseException | None = None
+            for done in tqdm(as_completed(futures), total=len(futures), desc=desc, leave=False):
+                if done.cancelled() or isinstance(done.exception(), CancelledError) or error is not None:
+                    continue  # skipped after the failure, which may finish after requests it made skip
+                if (error := done.exception()) is not None:
+                    for future in futures:
+                        future.cancel()
+            if error is not None:
+                raise error
             return [future.result() for future in futures]
 
 
