@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def run_index(args: argparse.Namespace) -> list[str]:
@@ -21,7 +25,20 @@ def run_index(args: argparse.Namespace) -> list[str]:
     index = ISORAGIndex.build(passages, encoder=encoder, graph=graph, f_theta=f_theta, phi=phi, progress=not args.quiet, ann=args.ann,
                               max_tokens=args.max_tokens)
     index.save(args.out_dir, lock_timeout=args.lock_timeout)
+    prepare_query_encoder(encoder)
     return [f"{args.out_dir}: {index!r}", *describe_graph(index.statistics)]
+
+
+def prepare_query_encoder(encoder: Any) -> None:
+    """Export the encoder's model for fast queries (:func:`~isorag_pyg.encoders.exported.prepare_exported_encoder`,
+    once per model and machine, when the ``[onnx]`` extra is installed); a failure leaves queries
+    to sentence-transformers and is one warning, not a failed command."""
+    from isorag_pyg.encoders.exported import prepare_exported_encoder
+
+    try:
+        prepare_exported_encoder(encoder)
+    except Exception as err:  # noqa: BLE001 - the index is saved: an export that fails only costs query speed
+        log.warning("questions to this index will go through sentence-transformers: the ONNX export failed (%s)", err)
 
 
 def f_theta_config(epochs: int, seed: int, quiet: bool):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from isorag_pyg.cli.build import f_theta_config
+from isorag_pyg.cli.build import f_theta_config, prepare_query_encoder
 
 
 def _writer_lock(index_dir: str, timeout: float) -> contextlib.AbstractContextManager[None]:
@@ -15,6 +15,7 @@ def _writer_lock(index_dir: str, timeout: float) -> contextlib.AbstractContextMa
 
 def run_add(args: argparse.Namespace) -> list[str]:
     """Add a corpus's new passages and save the index (not when every passage was already in it)."""
+    from isorag_pyg.encoders.spec import encoder_from_spec
     from isorag_pyg.index import ISORAGIndex
 
     with _writer_lock(args.index_dir, args.lock_timeout):
@@ -23,6 +24,8 @@ def run_add(args: argparse.Namespace) -> list[str]:
         report = index.add(passages, refit=f_theta_config(args.epochs, args.seed, quiet=True) if args.refit else None)
         if changed := bool(report.added or args.refit):  # passages already there: no new version
             index.save(args.index_dir)
+    if report.added:  # the model was loaded to embed them: export it for fast queries if it is not yet
+        prepare_query_encoder(encoder_from_spec(index.encoder_spec, show_progress=False))
     return [f"{args.index_dir}: {report.summary()}; {len(index)} passages (version {index.generation}{'' if changed else ', unchanged'})"]
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from isorag_pyg import defaults
 from isorag_pyg.datasets.types import Passage
+from isorag_pyg.encoders.exported import exported_encoder
 from isorag_pyg.index.corpus import corpus_tokenizer, read_corpus
 from isorag_pyg.index.reader import IndexReader
 from isorag_pyg.index.registry import check_retriever_name
@@ -184,3 +185,15 @@ class ISORAGIndex(IndexReader):
         contents, ann, report = removed(self._updatable(), ids)
         self._take_update(contents, ann)
         return report
+
+
+def open_index(directory: str | Path, verify: bool = True) -> ISORAGIndex:
+    """An index opened to answer questions, as ``isorag query`` opens it (and as a reader built on
+    retrieval should): :meth:`ISORAGIndex.load`, whose queries import neither PyG nor Lightning nor
+    geoopt, with questions embedded by the model's exported ONNX file through ONNX Runtime and
+    ``tokenizers`` (:func:`~isorag_pyg.encoders.exported.exported_encoder`: no sentence-transformers
+    import) where that gives the recorded fingerprint, else by the recorded encoder, loaded on first use."""
+    index = ISORAGIndex.load(directory, verify)
+    if (encoder := exported_encoder(index.encoder_spec)) is not None:
+        index.encoder = encoder
+    return index

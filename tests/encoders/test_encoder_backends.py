@@ -11,7 +11,7 @@ import torch
 from isorag_pyg.cli import main
 from isorag_pyg.cli.parser import ENCODER_BACKENDS
 from isorag_pyg.encoders import SentenceEncoder
-from isorag_pyg.encoders.backends import BACKENDS, MissingBackendError, check_backend, token_batches, tokenize
+from isorag_pyg.encoders.backends import BACKENDS, MissingBackendError, check_backend, model_features, token_batches, tokenize
 from isorag_pyg.encoders.query_cache import LRUQueryEncoder
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.knobs import PhiSpec
@@ -88,7 +88,7 @@ def test_bf16_backend_runs_in_fp32_with_a_warning_on_a_cpu_without_bf16(monkeypa
 def test_token_batches_cover_every_text_once_longest_first_within_the_token_budget():
     model = SentenceEncoder(cache_dir=None, show_progress=False)._load()
     texts = [f"word {'x ' * (i * 7 % 40)}" for i in range(23)] + ["long " * 400]  # the last is truncated
-    batches = list(token_batches(model, texts, max_texts=4, max_tokens=64))
+    batches = list(token_batches(model_features(model, texts), max_texts=4, max_tokens=64))
     rows = [i for batch_rows, _ in batches for i in batch_rows]
     assert sorted(rows) == list(range(len(texts)))
     widths = [batch["input_ids"].shape[1] for _, batch in batches]
