@@ -21,11 +21,11 @@ def run_add(args: argparse.Namespace) -> list[str]:
     with _writer_lock(args.index_dir, args.lock_timeout):
         index = ISORAGIndex.load(args.index_dir)
         passages = index.read_additions(args.corpus, args.max_tokens)
-        report = index.add(passages, refit=f_theta_config(args.epochs, args.seed, quiet=True) if args.refit else None)
+        report = index.add(passages, refit=f_theta_config(args.epochs, args.seed, True, args.verbose) if args.refit else None)
         if changed := bool(report.added or args.refit):  # passages already there: no new version
             index.save(args.index_dir)
     if report.added:  # the model was loaded to embed them: export it for fast queries if it is not yet
-        prepare_query_encoder(encoder_from_spec(index.encoder_spec, show_progress=False))
+        prepare_query_encoder(encoder_from_spec(index.encoder_spec, show_progress=False), show_progress=not args.quiet)
     return [f"{args.index_dir}: {report.summary()}; {len(index)} passages (version {index.generation}{'' if changed else ', unchanged'})"]
 
 

@@ -17,6 +17,7 @@ import os
 import queue
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -123,7 +124,11 @@ def _export(model: SentenceTransformer, path: Path) -> None:
 
     attention = _set_attention(model, "eager")  # eager attention exports to the pattern ONNX Runtime fuses
     try:
-        with torch.no_grad():
+        # the tracer's notes on the model's Python branches and opset 17's indexing: about the
+        # exporter, not the user's embeddings (checked equal to torch's by the backend tests)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)
+            warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
             torch.onnx.export(Pipeline().eval(), tuple(torch.from_numpy(sample[n]) for n in names), str(path), dynamo=False,
                               input_names=names, output_names=["sentence_embedding"], opset_version=17,
                               dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, "sentence_embedding": {0: "batch"}})

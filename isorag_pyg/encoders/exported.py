@@ -38,6 +38,7 @@ from isorag_pyg.encoders.backends import (
 )
 from isorag_pyg.encoders.embedding_cache import default_cache_dir
 from isorag_pyg.encoders.sentence import SentenceEncoder, TextEncoder, model_fingerprint, resolve_model
+from isorag_pyg.progress import progress
 from isorag_pyg.utils.files import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -115,15 +116,16 @@ def exported_encoder(spec: Mapping[str, Any], cache_dir: Path | None = None) -> 
                  else f"no exported ONNX encoder in {directory} (isorag index exports it)")
         return None
     settings = json.loads((directory / SETTINGS).read_text())
+    log.info("questions go through the exported encoder (ONNX Runtime and tokenizers): %s", onnx_path)
     return ExportedEncoder(spec["name"], spec["fingerprint"], onnx_path, backend, light_tokenizer(model_dir, settings))
 
 
-def prepare_exported_encoder(encoder: TextEncoder) -> Path | None:
+def prepare_exported_encoder(encoder: TextEncoder, show_progress: bool = False) -> Path | None:
     """Export ``encoder``'s model (a :class:`SentenceEncoder` over a local folder) for
     :func:`exported_encoder`, once per model and variant, into its export cache, and record the
     tokeniser's settings when the light tokens equal sentence-transformers' on :data:`PROBES`;
     the ONNX file, or ``None`` (logged) when the ``[onnx]`` extra is missing or the model does not
-    qualify."""
+    qualify. ``show_progress``: a stage record (or bar) while it exports."""
     if not isinstance(encoder, SentenceEncoder) or not (Path(encoder.model_path) / "tokenizer.json").is_file():
         return None
     if any(importlib.util.find_spec(package) is None for package in ("onnxruntime", "onnx", "tokenizers")):
@@ -133,8 +135,11 @@ def prepare_exported_encoder(encoder: TextEncoder) -> Path | None:
     backend, directory = "onnx-int8" if encoder.backend == "onnx-int8" else "onnx", export_dir(model_fp, encoder.export_dir)
     if (directory / exported_name(backend)).is_file() and (directory / SETTINGS).is_file():
         return directory / exported_name(backend)  # exported and checked before: the model is not even loaded
-    model = encoder._load()
-    path = exported_model(model, model_fp, backend, encoder.export_dir)
+    with progress(total=1, desc="query encoder", enabled=show_progress) as stage:
+        stage.set_postfix_str("exporting to ONNX, once per model")
+        model = encoder._load()
+        path = exported_model(model, model_fp, backend, encoder.export_dir)
+        stage.update()
     settings = {"max_seq_length": int(model.max_seq_length), "lower_case": bool(getattr(model[0], "do_lower_case", False)),
                 "truncation_side": str(getattr(model.tokenizer, "truncation_side", "right"))}
     light = light_tokenizer(Path(encoder.model_path), settings)

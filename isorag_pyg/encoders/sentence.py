@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-from tqdm.auto import tqdm
 
 from isorag_pyg import defaults
 from isorag_pyg.encoders.backends import (
@@ -26,6 +25,7 @@ from isorag_pyg.encoders.backends import (
     token_batches,
 )
 from isorag_pyg.encoders.embedding_cache import EmbeddingCache, cache_key, default_cache_dir
+from isorag_pyg.progress import interactive, progress
 from isorag_pyg.utils.files import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class SentenceEncoder:
 
             log.info("loading sentence encoder %s on %s", self.model_path, self.device)
             shown = hf_logging.is_progress_bar_enabled()
-            if not self.show_progress:  # transformers' own "Loading weights" bar too
+            if not (self.show_progress and interactive()):  # transformers' own "Loading weights" bar too
                 hf_logging.disable_progress_bar()
             try:
                 self._model = SentenceTransformer(self.model_path, device=self.device)
@@ -193,14 +193,20 @@ class SentenceEncoder:
         return emb
 
     def _encode_torch(self, texts: list[str]) -> torch.Tensor:
-        emb = self._load().encode(
-            texts,
-            batch_size=self.batch_size,
-            convert_to_tensor=True,
-            normalize_embeddings=True,
-            show_progress_bar=self.show_progress and len(texts) > self.batch_size,
-            **({"device": self.devices} if self.devices else {}),  # a list: the multi-process pool
-        )
+        shown = self.show_progress and len(texts) > self.batch_size
+        model = self._load()
+        # sentence-transformers draws its own bar on a terminal; elsewhere a record at the start and the end
+        with progress(total=len(texts), desc="encoding", enabled=shown and not interactive()) as records:
+            records.set_postfix_str(f"{len(texts)} texts")
+            emb = model.encode(
+                texts,
+                batch_size=self.batch_size,
+                convert_to_tensor=True,
+                normalize_embeddings=True,
+                show_progress_bar=shown and interactive(),
+                **({"device": self.devices} if self.devices else {}),  # a list: the multi-process pool
+            )
+            records.update(len(texts))
         return emb.detach().float().cpu()
 
     def _encode_exported(self, texts: list[str]) -> torch.Tensor:
@@ -208,5 +214,5 @@ class SentenceEncoder:
         model, as many a run as the backend allows (:func:`texts_per_run`)."""
         model, runner = self._load(), self._load_runner()
         batches = token_batches(model_features(model, texts), texts_per_run(self.backend, self.batch_size))
-        with tqdm(total=len(texts), desc="encoding", disable=not self.show_progress or len(texts) <= self.batch_size, leave=False) as bar:
+        with progress(total=len(texts), desc="encoding", enabled=self.show_progress and len(texts) > self.batch_size) as bar:
             return embed_batches(runner, batches, len(texts), bar.update)
