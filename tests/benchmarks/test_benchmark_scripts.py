@@ -94,7 +94,7 @@ def test_ann_benchmark_compares_exact_hnsw_and_ivf(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compare", ["batching", "backends"])
+@pytest.mark.parametrize("compare", ["batching", pytest.param("backends", marks=pytest.mark.extra("onnx"))])
 def test_load_test_drives_both_servers_at_every_level_and_checks_their_answers(compare, shared_data, tmp_path):
     from isorag_pyg import ISORAGIndex, PhiSpec
     from isorag_pyg.datasets import generate_synthetic_dataset
@@ -226,3 +226,4 @@ def test_blank_titles_threshold_is_the_middle_of_the_best_run_of_share_intervals
     assert [p.id for p in blanked(corpus)] == [p.id for p in corpus] and all(p.title == "" for p in blanked(corpus))
     kept = sum(p.title != "" for p in blanked(corpus, keep=0.5))
     assert 60 < kept < 140 and blanked(corpus, keep=1.0) == corpus
+

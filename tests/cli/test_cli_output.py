@@ -11,6 +11,8 @@ from index_helpers import isorag
 from isorag_pyg import progress as progress_module
 from isorag_pyg.progress import LineProgress, progress
 
+#: transformers prints this on import where WANDB_MODE=offline (as the tests set it): not ours to silence.
+WANDB_NOTICE = "[INFO] Running in WANDB offline mode\n"
 DOCS = {"velmora.md": "# Velmora\n\nVelmora is a film directed by Dara Quen.", "dara.md": "# Dara Quen\n\nDara Quen was born in Kostrov.",
         "kostrov.md": "# Kostrov\n\nKostrov is a city in Aldania, where Velmora premiered."}
 
@@ -40,7 +42,7 @@ def test_query_writes_only_its_answer_to_stdout_and_nothing_else_unless_asked(co
     assert "isorag: INFO: " in done.stderr
     quiet = isorag("query", str(copy), question, "-k", "2")
     assert quiet.returncode == 0 and quiet.stdout.startswith(f"Q: {question}")
-    assert quiet.stderr == ""  # no library warning (torch's sparse CSR note, Lightning's, HF's), no progress
+    assert quiet.stderr in ("", WANDB_NOTICE)  # no library warning (torch's sparse CSR note, Lightning's, HF's), no progress
 
 
 @pytest.mark.slow
@@ -51,9 +53,8 @@ def test_index_into_a_file_leaves_plain_progress_lines_and_no_terminal_codes(tmp
     done = isorag("index", str(tmp_path / "docs"), str(tmp_path / "index"), "--p", "1", "--epochs", "1")  # f_θ too: Lightning
     assert done.returncode == 0, done.stderr
     assert "\r" not in done.stderr and "\x1b" not in done.stderr
-    # transformers prints this notice on import when WANDB_MODE=offline (as the tests set it): not ours to silence
-    lines = [line for line in done.stderr.splitlines() if line != "[INFO] Running in WANDB offline mode"]
+    lines = [line for line in done.stderr.splitlines() if f"{line}\n" != WANDB_NOTICE]
     assert "index: done (4/4" in done.stderr and all(line.split(":")[0] in ("index", "encoding", "query encoder") for line in lines), lines
     assert "3 passages" in done.stdout
     quiet = isorag("index", str(tmp_path / "docs"), str(tmp_path / "again"), "--p", "1", "--epochs", "1", "-q")
-    assert quiet.returncode == 0 and quiet.stderr in ("", "[INFO] Running in WANDB offline mode\n")
+    assert quiet.returncode == 0 and quiet.stderr in ("", WANDB_NOTICE)

@@ -94,6 +94,7 @@ def test_query_through_a_server_prints_its_answers_after_checking_it_serves_this
 
 @pytest.mark.slow
 @pytest.mark.encoder
+@pytest.mark.extra("onnx")
 def test_query_encodes_with_the_exported_onnx_model_and_ranks_as_the_library(tmp_path):
     from index_helpers import passages
 
