@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--json", action="store_true", help="one JSON object per question: {question, results: [{id, title, text, score}]}")
     query.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
     query.add_argument("--timings", action="store_true", help="print seconds spent on imports, loading, model and retrieval to stderr (JSON)")
+    query.add_argument("--threads", type=int, default=1,
+                       help="torch threads for retrieval (default: 1: a command's few questions gain nothing from a thread pool, which a busy machine slows)")
     query.add_argument("--server", default=None, metavar="URL",
                        help="ask a running `isorag serve` of this index (e.g. http://127.0.0.1:8000) instead of loading it: no model load")
 

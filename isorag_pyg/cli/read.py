@@ -34,10 +34,15 @@ def run_query(args: argparse.Namespace) -> list[str]:
 def _answers(args: argparse.Namespace, timings: dict[str, Any]) -> list[dict[str, Any]]:
     """Each question's ``{"question", "results"}`` from the index itself; ``timings`` gains the
     seconds of each step and the encoder's backend."""
+    import torch
+
     from isorag_pyg.index import open_index
     from isorag_pyg.index.results import answer_json
 
     timings["imports_s"] = time.perf_counter() - STARTED
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
     index = open_index(args.index_dir, verify=not args.no_verify)
     timings["load_s"] = time.perf_counter() - start
@@ -46,7 +51,7 @@ def _answers(args: argparse.Namespace, timings: dict[str, Any]) -> list[dict[str
     timings["model_s"], timings["encoder"] = time.perf_counter() - start, f"{type(index.encoder).__name__} ({index.encoder.backend})"
     start = time.perf_counter()
     hits = index.retrieve(args.questions, k=args.k, retriever=args.retriever)
-    timings["retrieval_s"] = time.perf_counter() - start
+    timings["retrieval_s"], timings["threads"] = time.perf_counter() - start, torch.get_num_threads()
     return [answer_json(question, results) for question, results in zip(args.questions, hits)]
 
 

@@ -36,10 +36,13 @@ def test_off_a_terminal_progress_is_plain_lines_at_stage_changes_counts_and_the_
 
 def test_query_writes_only_its_answer_to_stdout_and_nothing_else_unless_asked(copy):
     question = "Which town is known for craft number 5?"
-    done = isorag("query", str(copy), question, "-k", "2", "--json", "-v")
+    done = isorag("query", str(copy), question, "-k", "2", "--json", "-v", "--timings")
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["question"] for line in done.stdout.splitlines()] == [question]  # logs never reach stdout
     assert "isorag: INFO: " in done.stderr
+    assert json.loads(done.stderr.splitlines()[-1])["threads"] == 1  # retrieval on one thread unless --threads says otherwise
+    refused = isorag("query", str(copy), question, "--threads", "0")
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == "isorag query: error: --threads must be >= 1, got 0"
     quiet = isorag("query", str(copy), question, "-k", "2")
     assert quiet.returncode == 0 and quiet.stdout.startswith(f"Q: {question}")
     assert quiet.stderr in ("", WANDB_NOTICE)  # no library warning (torch's sparse CSR note, Lightning's, HF's), no progress
