@@ -24,7 +24,7 @@ def run_add(args: argparse.Namespace) -> list[str]:
         report = index.add(passages, refit=f_theta_config(args.epochs, args.seed, True, args.verbose) if args.refit else None)
         if changed := bool(report.added or args.refit):  # passages already there: no new version
             index.save(args.index_dir)
-    if report.added:  # the model was loaded to embed them: export it for fast queries if it is not yet
+    if report.added and index.encoder_spec.get("backend", "torch") != "openai":  # a local model embedded them: export it for fast queries
         prepare_query_encoder(encoder_from_spec(index.encoder_spec, show_progress=False), show_progress=not args.quiet)
     return [f"{args.index_dir}: {report.summary()}; {len(index)} passages (version {index.generation}{'' if changed else ', unchanged'})"]
 

@@ -28,6 +28,12 @@ def test_every_help_imports_nothing_heavy():
         assert packages & (HEAVY_PACKAGES | {"torch", "numpy", "onnxruntime", "tokenizers"}) == set(), args
 
 
+def test_info_reads_the_index_without_anything_heavy(copy):
+    done, packages = isorag_imports("info", str(copy))
+    assert done.returncode == 0 and json.loads(done.stdout)["counts"]["passages"] == 20, done.stderr
+    assert packages & HEAVY_PACKAGES == set()
+
+
 class FakeServer:
     """`isorag serve`'s GET /info and POST /retrieve, answered from given JSON (``answers`` lists each request)."""
 
