@@ -2,8 +2,8 @@
 ONNX file (the one the ``onnx`` and ``onnx-int8`` backends run, :func:`~isorag_pyg.encoders.backends.exported_model`)
 run by ONNX Runtime, the text tokenised by the ``tokenizers`` library from the model folder's
 ``tokenizer.json`` as sentence-transformers tokenises it. This is what makes ``isorag query`` quick:
-those two imports and one ONNX session take about a third of a second, sentence-transformers'
-import and model load several seconds.
+those two imports and one ONNX session take a fraction of a second, where sentence-transformers'
+import and model load take seconds.
 
 It gives the ``onnx`` backend's vectors, so it serves an index whose recorded fingerprint is the
 model's (torch, onnx, openvino, openvino-bf16: they share it) or the ``onnx-int8`` one's.
