@@ -6,13 +6,18 @@ Errors (a bad path, an empty corpus, a missing or corrupt index, a bad argument 
 are one line on stderr and exit status 1; ``ISORAG_DEBUG=1`` shows the traceback instead.
 ``add``, ``remove`` and ``tune`` hold the index's writer lock from loading to saving, so
 concurrent updates run one after the other.
+
+stdout carries the answer alone; stderr the progress (bars on a terminal, plain lines
+elsewhere: :mod:`isorag_pyg.progress`) and the library's warnings as ``isorag: WARNING: ...``
+lines (``-v`` adds INFO, ``-q`` keeps errors only).
 """
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from isorag_pyg.cli.build import run_index
 from isorag_pyg.cli.cache import run_cache
@@ -22,6 +27,25 @@ from isorag_pyg.cli.serve import run_serve
 from isorag_pyg.cli.update import run_add, run_remove, run_tune
 
 
+@contextlib.contextmanager
+def _logs_to_stderr(quiet: bool, verbose: bool) -> Iterator[None]:
+    """While a command runs: the library's logs and Python warnings as one line each on stderr,
+    warnings and errors by default (``verbose``: INFO too; ``quiet``: errors only)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.ERROR if quiet else logging.INFO if verbose else logging.WARNING)
+    handler.setFormatter(logging.Formatter("isorag: %(levelname)s: %(message)s"))
+    root, level = logging.getLogger(), logging.getLogger().level
+    root.addHandler(handler)
+    root.setLevel(min(level, handler.level))
+    logging.captureWarnings(True)
+    try:
+        yield
+    finally:
+        logging.captureWarnings(False)
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``isorag`` command (``argv``, default: the process's arguments); the exit status."""
     args = build_parser().parse_args(argv)
@@ -29,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # libraries print notices to stdout (e.g. transformers under WANDB_MODE=offline): send
         # them to stderr, so stdout carries only the answer (and --json stays parseable)
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), _logs_to_stderr(args.quiet, args.verbose):
             commands = {"index": run_index, "query": run_query, "info": run_info, "add": run_add, "remove": run_remove, "tune": run_tune, "serve": run_serve,
                         "cache": run_cache}
             lines = commands[args.command](args)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
-from torch_geometric.data import Data
 
 from isorag_pyg.knobs import PhiSpec
-from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.training.config import FThetaConfig
+
+if TYPE_CHECKING:  # annotations only: an opened index checks φ specs here without importing PyG or geoopt
+    from torch_geometric.data import Data
+
+    from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,10 @@ class RetrieverSource(Protocol):
     phi: PhiSpec
     log_phi: Tensor
     ann: ANNIndex | None
-    graph: Any  # the corpus graph (``Data``; an entity graph's ``entity_names``)
+    graph: Any  # the corpus graph (PyG ``Data``), for retrievers that need more of it than the ones here read
     graph_spec: dict[str, Any]  # the builders and their arguments
+    entity_names: list[str]  # an entity graph's entity nodes (rows after the passages)
+    unique_mentions: dict[str, int]  # its entities that only one passage mentions -> that passage's row
 
     def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph: ...
 
@@ -49,8 +51,8 @@ Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"
 
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
     log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
-    names = getattr(source.graph, "entity_names", []) if knobs.entity_seeds > 0 else []
-    unique = getattr(source.graph, "unique_mentions", {}) if knobs.unique_mention_seeds else {}
+    names = source.entity_names if knobs.entity_seeds > 0 else []
+    unique = source.unique_mentions if knobs.unique_mention_seeds else {}
     matcher = QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec), unique) if names else None
     return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher)
 

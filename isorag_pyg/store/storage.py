@@ -15,19 +15,17 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safetensors.torch import load_file, save_file
 from torch import Tensor
-from torch_geometric.data import Data
 
 from isorag_pyg import defaults
 from isorag_pyg.datasets.corpus_files import check_max_tokens
-from isorag_pyg.graph.entity_graph import attach_entity_nodes
+from isorag_pyg.graph.entity_graph import with_entity_nodes
 from isorag_pyg.knobs import PhiSpec
-from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
-from isorag_pyg.store.contents import IndexContents
+from isorag_pyg.store.contents import IndexContents, StoredGraph
 from isorag_pyg.store.directory import _manifest_digest, read_manifest, write_index_dir
 from isorag_pyg.store.ids import next_number
 from isorag_pyg.store.layout import ANN, ENTITIES, F_THETA, FORMAT_VERSION, MANIFEST, PASSAGES, TENSORS, IndexFormatError
@@ -39,6 +37,9 @@ from isorag_pyg.store.snapshot import OpenedVersion
 from isorag_pyg.store.validation import check_finite_weights, check_index_tensors, require_listed
 from isorag_pyg.utils.files import file_sha256
 from isorag_pyg.version import __version__
+
+if TYPE_CHECKING:
+    from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,30 @@ class StoredANN:
             raise IndexFormatError(self.path, f"a {ann.kind} index of {ann.num_passages} vectors of size {ann.dim}, "
                                               f"not the manifest's {self.kind} over {num_passages} passages")
         return ann
+
+
+@dataclass(frozen=True)
+class StoredFTheta:
+    """f_θ's weights as read (and checked finite) from its file: an opened index builds the
+    :class:`~isorag_pyg.nn.poincare_encoder.PoincareEncoder` (and imports geoopt) on first use,
+    which answering questions never needs."""
+
+    path: Path
+    weights: dict[str, Tensor]
+    architecture: dict[str, Any]
+    curvature: float
+
+    def open(self) -> PoincareEncoder:
+        """The encoder with these weights, in evaluation mode (:class:`IndexFormatError` when they do not fit it)."""
+        from isorag_pyg.nn.poincare_encoder import PoincareEncoder
+
+        arch = self.architecture
+        try:
+            f_theta = PoincareEncoder(arch["in_dim"], arch["out_dim"], arch["hidden_dim"], self.curvature)
+            f_theta.load_state_dict(self.weights)
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise IndexFormatError(self.path, f"f_θ's weights do not fit its architecture ({err})") from None
+        return f_theta.eval()
 
 
 def ann_info(ann: ANNIndex | StoredANN | None) -> dict[str, Any]:
@@ -139,8 +164,9 @@ def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOU
             if (value := getattr(contents, key)) is not None:
                 tensors[key] = (value.float() if key == "z" else value.long()).contiguous()
         save_file(tensors, tmp / TENSORS)
-        if f_theta is not None:
-            save_file({k: v.contiguous() for k, v in f_theta.state_dict().items()}, tmp / F_THETA)
+        if f_theta is not None:  # an opened index's stored weights, as read, or a module's
+            weights = f_theta.weights if isinstance(f_theta, StoredFTheta) else f_theta.state_dict()
+            save_file({k: v.contiguous() for k, v in weights.items()}, tmp / F_THETA)
         if ann is not None:
             ann.save(tmp / ANN)
         names, unique = getattr(graph, "entity_names", []), getattr(graph, "unique_mentions", {})
@@ -190,22 +216,17 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     builders = list(statistics.get("builders", manifest["graph"]["builders"]))
     check_index_tensors(directory / TENSORS, tensors, n, dim, counts["edges"], len(builders), manifest["files"][PASSAGES]["bytes"],
                         info["architecture"]["out_dim"] if info is not None else None, float(manifest["phi"].get("curvature", 1.0)), entities)
-    graph = Data(x=tensors["embeddings"], edge_index=tensors["edge_index"], edge_weight=tensors["edge_weight"],
-                 edge_source=tensors["edge_source"], num_nodes=n)
-    graph.builders, graph.leak = builders, bool(statistics.get("leak", False))  # as corpus_graph sets them at build time
-    names, graph.unique_mentions = _read_entities(version.path(ENTITIES), n, directory) if stored_entities else ([], {})
+    names, unique = _read_entities(version.path(ENTITIES), n, directory) if stored_entities else ([], {})
     if len(names) != entities:
         raise IndexFormatError(directory / ENTITIES, f"{len(names)} entity names for {entities} entity nodes")
-    attach_entity_nodes(graph, names)
+    graph = StoredGraph(with_entity_nodes(tensors["embeddings"], tensors["edge_index"], len(names)), tensors["edge_index"],
+                        tensors["edge_weight"], tensors["edge_source"], n, builders, bool(statistics.get("leak", False)), names, unique)
     phi = PhiSpec(**manifest["phi"])
     f_theta = None
     if info is not None:
-        arch = info["architecture"]
-        f_theta = PoincareEncoder(arch["in_dim"], arch["out_dim"], arch["hidden_dim"], phi.curvature)
         weights = _load_tensors(version.path(F_THETA), directory / F_THETA)
         check_finite_weights(directory / F_THETA, weights)
-        f_theta.load_state_dict(weights)
-        f_theta.eval()
+        f_theta = StoredFTheta(directory / F_THETA, weights, info["architecture"], phi.curvature)
     stored_ann = None if ann["kind"] == "exact" else StoredANN(directory / ANN, ann["kind"], ann["params"], version.keep(ANN),
                                                                manifest["files"][ANN]["sha256"] if verify else None)
     passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"], read_from=version.path(PASSAGES))

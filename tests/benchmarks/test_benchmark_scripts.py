@@ -94,7 +94,7 @@ def test_ann_benchmark_compares_exact_hnsw_and_ivf(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compare", ["batching", "backends"])
+@pytest.mark.parametrize("compare", ["batching", pytest.param("backends", marks=pytest.mark.extra("onnx"))])
 def test_load_test_drives_both_servers_at_every_level_and_checks_their_answers(compare, shared_data, tmp_path):
     from isorag_pyg import ISORAGIndex, PhiSpec
     from isorag_pyg.datasets import generate_synthetic_dataset
@@ -239,3 +239,15 @@ def test_blank_titles_threshold_is_the_middle_of_the_best_run_of_share_intervals
     assert [p.id for p in blanked(corpus)] == [p.id for p in corpus] and all(p.title == "" for p in blanked(corpus))
     kept = sum(p.title != "" for p in blanked(corpus, keep=0.5))
     assert 60 < kept < 140 and blanked(corpus, keep=1.0) == corpus
+
+
+@pytest.mark.slow
+def test_cli_latency_times_every_command_beside_importing_torch(tmp_path):
+    overrides = [arg for override in SMALL[:4] for arg in ("--override", override)]
+    subprocess.run([sys.executable, "-m", "benchmarks.cli_latency", "--dataset", "synthetic", "--rounds", "1", "--passages", "120", *overrides],
+                   cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, check=True, capture_output=True, text=True)
+    result = json.loads((tmp_path / "cli_latency.json").read_text())
+    assert result["same_top_k_as_library"] and set(result["commands"]) == {
+        "python -c 'import torch'", "isorag --help", "isorag info", "isorag query (warm)", "isorag query (cold)", "isorag index (100 passages)",
+        "isorag query --threads 2 (warm)"}
+    assert result["commands"]["python -c 'import torch'"]["ratio_to_import_torch"] == 1.0
