@@ -1,4 +1,5 @@
-"""The HTTP API (FastAPI): ``POST /retrieve``, ``POST /reload``, ``GET /health``, ``GET /info``.
+"""The HTTP API (FastAPI): ``POST /retrieve``, ``POST /reload``, ``GET /health``, ``GET /info``,
+``POST /explain`` (:mod:`~isorag_pyg.server.explain`) and the web page at ``GET /`` (:mod:`~isorag_pyg.server.page`).
 
 Every route, those added to the app later included, sits behind the access checks (Host
 allow-list, API key, no cross-site writes: :mod:`~isorag_pyg.server.access`) and the body
@@ -30,7 +31,9 @@ from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.body_limit import BodyLimit
 from isorag_pyg.server.connection_gate import ConnectionGate
 from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
+from isorag_pyg.server.explain import explain_router
 from isorag_pyg.server.latency import LatencyHistogram
+from isorag_pyg.server.page import page_router
 from isorag_pyg.server.reloading import DISK_CHECK_S, Served, ServedIndex
 from isorag_pyg.server.schema import (
     ERROR_RESPONSES,
@@ -177,4 +180,6 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
         return {"version": served.version, "passages": len(served.index), "reloads": served.reloads, "index": served.index.info(),
                 "retrievers": list(RETRIEVERS), "settings": settings.to_dict()}
 
+    app.include_router(explain_router(served, settings))
+    app.include_router(page_router())
     return app
