@@ -37,11 +37,10 @@ from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
+    from isorag_pyg.nn.poincare_encoder import PoincareEncoder
     from isorag_pyg.qa.answering import Answering
     from isorag_pyg.qa.prompt import History
     from isorag_pyg.qa.reader_spec import Reader, ReaderSpec
-
-    from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 
 
 def _content(name: str) -> Any:

@@ -15,6 +15,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from typing_extensions import Self
+
 from isorag_pyg.qa.generators import GeneratorError
 from isorag_pyg.qa.prompt import History, PromptTemplate, Request, packaged_template
 
@@ -172,10 +174,10 @@ class Reader:
         if self._server is not None:
             self._server.stop()
 
-    def __enter__(self) -> Reader:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
