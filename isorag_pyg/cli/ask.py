@@ -41,7 +41,7 @@ def _local_answer(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any
     from isorag_pyg.index import open_index
     from isorag_pyg.qa.reader_spec import ReaderSpec
 
-    spec = ReaderSpec.from_flags(args.llm, args.llm_base_url, args.llm_model, args.llm_api_key_env)
+    spec = ReaderSpec.from_flags(args.llm, args.llm_base_url, args.llm_model, args.llm_api_key_env, args.llm_timeout)
     reader = spec.make()  # no reader: one line saying how to get one, before the index is opened
     torch.set_num_threads(1)
     with reader:

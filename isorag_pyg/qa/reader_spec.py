@@ -67,14 +67,15 @@ class ReaderSpec:
             raise ValueError(f"context_tokens must be >= 64, timeout > 0 and max_tokens >= 1: {self}")
 
     @classmethod
-    def from_flags(cls, llm: str | None, base_url: str | None, model: str | None, api_key_env: str | None) -> ReaderSpec:
+    def from_flags(cls, llm: str | None, base_url: str | None, model: str | None, api_key_env: str | None,
+                   timeout: float = 120.0) -> ReaderSpec:
         """The reader the command-line flags name: ``--llm none``, ``--llm-base-url``/``--llm-model``
         (an ``openai`` reader), else the packaged one."""
         if llm == "none":
             return cls(kind="none")
-        if base_url or model or llm == "openai":
-            return cls(kind="openai", base_url=base_url, model=model, api_key_env=api_key_env or "OPENAI_API_KEY")
-        return cls(kind=llm or "gguf")
+        if base_url or model:
+            return cls(kind="openai", base_url=base_url, model=model, api_key_env=api_key_env or "OPENAI_API_KEY", timeout=timeout)
+        return cls(kind=llm or "gguf", timeout=timeout)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> ReaderSpec:
