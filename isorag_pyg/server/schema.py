@@ -19,7 +19,7 @@ from isorag_pyg.server.engine import RetrievalRequest
 from isorag_pyg.server.settings import ServerSettings
 
 
-def _integral(value: Any) -> Any:
+def integral(value: Any) -> Any:
     """A JSON number without a fraction (``5.0``) as the integer it is; anything else as it is."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
@@ -31,7 +31,7 @@ class RetrieveBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     questions: list[str]
-    k: Annotated[int, BeforeValidator(_integral)] = defaults.K
+    k: Annotated[int, BeforeValidator(integral)] = defaults.K
     retriever: str = defaults.RETRIEVER
 
 
@@ -41,7 +41,7 @@ class ExplainBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     question: str
-    k: Annotated[int, BeforeValidator(_integral)] = defaults.K
+    k: Annotated[int, BeforeValidator(integral)] = defaults.K
 
 
 class ReloadBody(BaseModel):
