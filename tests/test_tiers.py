@@ -25,6 +25,7 @@ def test_the_fast_tier_installs_no_model_runtime_and_ci_requires_every_extra_for
     ci = (REPO / ".ci" / "run").read_text()
     slow = ci.index("python -m pytest -q -m slow --durations")
     assert ci.index('python -m pip install -q -e ".[dev]"') < ci.index("export ISORAG_REQUIRE_EXTRAS=1") < slow
+    assert ci.index("apt-get install -y -qq chromium chromium-driver") < slow  # the web page's browser test (the browser extra)
 
 
 def _item(*extras: str, fixtures: tuple[str, ...] = ()) -> SimpleNamespace:

@@ -142,7 +142,8 @@ function focusPassage(n) {
 
 function showTimings(timings) {
   const parts = Object.entries(timings || {}).filter(([, v]) => typeof v === "number" || typeof v === "string")
-    .map(([key, v]) => `${key.replace(/_/g, " ")} ${typeof v === "number" ? +v.toFixed(3) : v}`);
+    .map(([key, v]) => key.endsWith("_s") ? `${key.slice(0, -2).replace(/_/g, " ")} ${Number(v).toFixed(3)} s`
+      : `${key.replace(/_/g, " ")} ${typeof v === "number" ? +v.toFixed(3) : v}`);
   $("timings").textContent = parts.join(" · ");
 }
 
@@ -172,7 +173,7 @@ async function streamAnswer(question, k, retriever) {
 
 // --- the graph ------------------------------------------------------------------------------
 
-const WIDTH = 800, HEIGHT = 600, MARGIN = 40;
+const WIDTH = 800, HEIGHT = 600, MARGIN = 30, LABEL_ROOM = 110;  // labels sit right of their node
 
 /** Node positions in the box: a fixed number of force-directed steps from a golden-angle spiral
  * in the trace's order, so that the same trace always gives the same picture. */
@@ -204,8 +205,8 @@ function layout(count, links) {
   }
   const xs = pos.map((p) => p[0]), ys = pos.map((p) => p[1]);
   const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
-  const sx = (WIDTH - 2 * MARGIN) / (x1 - x0 || 1), sy = (HEIGHT - 2 * MARGIN) / (y1 - y0 || 1);
-  return pos.map(([x, y]) => [WIDTH / 2 + (x - (x0 + x1) / 2) * sx, HEIGHT / 2 + (y - (y0 + y1) / 2) * sy]);
+  const sx = (WIDTH - 2 * MARGIN - LABEL_ROOM) / (x1 - x0 || 1), sy = (HEIGHT - 2 * MARGIN) / (y1 - y0 || 1);
+  return pos.map(([x, y]) => [MARGIN + (x - x0) * sx, MARGIN + (y - y0) * sy]);
 }
 
 function svgElement(svg, tag, attributes) {
