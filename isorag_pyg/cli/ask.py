@@ -14,6 +14,13 @@ SOURCE_CHARS = 160
 
 def run_ask(args: argparse.Namespace) -> Iterator[str]:
     """The answer's pieces as they come, then its sources (``--json``: the answer object)."""
+    from isorag_pyg.index.registry import check_retriever_name
+    from isorag_pyg.retrieval.types import check_questions
+
+    check_questions([args.question])
+    check_retriever_name(args.retriever)
+    if args.k < 1:
+        raise ValueError(f"k must be a positive integer, got {args.k}")
     if args.server:
         from isorag_pyg.cli.remote import served_answer
 

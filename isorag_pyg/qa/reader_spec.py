@@ -149,7 +149,7 @@ class Reader:
 
         settings = ReaderSettings(threads=spec.threads) if spec.threads else ReaderSettings()
         self._server = LlamaServer(model_path, alias="gemma-3-270m", n_ctx=spec.context_tokens, settings=settings).start()
-        # as benchmarks/qa.py's harness asks it: one request at a time, greedy, its stop and max_tokens
+        # as the benchmark harness asks it: one request at a time, greedy, its stop and max_tokens
         return OpenAIChatGenerator(self._server.base_url, self._server.model, concurrency=1, max_retries=2, timeout=spec.timeout,
                                    temperature=0.0, max_tokens=self.max_tokens, stop=stop)
 

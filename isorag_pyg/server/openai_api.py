@@ -5,8 +5,9 @@ index as a model.
 The last user message is the question (retrieved for, micro-batched with every other request);
 earlier turns go to the reader as the conversation. The answer keeps its inline ``[n]`` markers;
 the body carries ``citations`` (``[{"n", "id", "title"}]``) beside ``choices``, as does the last
-streamed chunk. The model ``isorag`` retrieves with the default retriever, ``isorag-<name>`` with
-the retriever ``name``; the extra fields ``k`` and ``retriever`` override them. A failed reader is
+streamed chunk. The model ``isorag-<name>`` retrieves with the retriever ``name``, any other
+model name (``isorag``, or whatever a client sends) with the default one; the extra fields ``k``
+and ``retriever`` override them. A failed reader is
 a 502/504 (``{"detail"}``), or mid-stream a chunk ``{"error": {"message", "code"}}``.
 """
 from __future__ import annotations
@@ -96,7 +97,7 @@ def openai_router(reader: Reader | None, batcher: MicroBatcher[RetrievalRequest,
     """``GET /v1/models`` and ``POST /v1/chat/completions`` over ``reader``."""
     router = APIRouter(prefix="/v1")
     failures = {status: {"model": ErrorBody, "description": text} for status, text in (
-        (404, "no such model (GET /v1/models lists them)"), (500, "a failure inside retrieval"),
+        (500, "a failure inside retrieval"),
         (502, "the reader failed: unreachable, refused or answered garbage"), (504, "the reader did not answer in time"))}
 
     @router.get("/models")
@@ -109,13 +110,11 @@ def openai_router(reader: Reader | None, batcher: MicroBatcher[RetrievalRequest,
     async def chat_completions(body: ChatBody) -> Response:
         """An OpenAI chat completion answering the last user message from the index, with
         ``citations`` beside ``choices`` (and in the last streamed chunk)."""
-        if body.model not in models():
-            return error_response(404, f"no model {body.model!r}: GET /v1/models lists {', '.join(models())}")
         try:
             question, history = _question(body)
         except ValueError as err:
             return error_response(422, str(err))
-        retriever = body.retriever or models()[body.model]
+        retriever = body.retriever or models().get(body.model, defaults.RETRIEVER)
         try:
             hits, version, retrieval_s = await retrieve_one(batcher, question, body.k, retriever, settings)
         except Exception as err:  # noqa: BLE001 - each a 4xx/5xx; the server keeps serving
