@@ -1,8 +1,8 @@
 """The web page in a real headless browser (Debian's chromium and chromium-driver, driven by
 selenium) against a real ``isorag serve`` with an API key: enter the key, ask, watch the answer
 stream in from a scripted OpenAI-compatible reader (tests/fake_llm_server.py), follow a citation
-to its passage, and check the SVG graph against ``index.explain``; without a reader, the passages,
-the graph and the server's message. Screenshots are kept in each test's tmp dir. Slow tier: a
+to its passage, and check the SVG graph against ``index.explain``; with a reader that fails or
+without a reader, the passages, the graph and the server's message. Screenshots are kept in each test's tmp dir. Slow tier: a
 missing browser fails where ISORAG_REQUIRE_EXTRAS=1 (CI), as a missing extra does."""
 from __future__ import annotations
 
@@ -19,14 +19,17 @@ from typing import Any
 
 import pytest
 from fake_llm_server import FakeLLM
-from test_page import QUESTION, synthetic_index
+from test_page import QUESTION, SMALL, synthetic_index
 from test_server import Server
 
 from isorag_pyg import ISORAGIndex
+from isorag_pyg.datasets import generate_synthetic_dataset
 
 KEY = "browser-key-0123456789"
 #: The scripted reader's answer: it cites the passages numbered 1 and 3 (and 9, which it was not given: left as text).
 ANSWER = "Saquaerpath Thel studied at a university [1] whose main campus lies in a city [3], as passage [9] does not say."
+#: A question the scripted reader refuses (HTTP 500, every time).
+REFUSED = generate_synthetic_dataset(**SMALL).questions[1].text
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +116,7 @@ def test_the_page_asks_with_the_key_streams_the_answer_follows_a_citation_and_dr
     from selenium.webdriver.common.by import By
 
     monkeypatch.setenv("ISORAG_API_KEY", KEY)
-    with FakeLLM(answers={QUESTION: ANSWER}, piece_delay=0.15) as llm:
+    with FakeLLM(failures={REFUSED: ["500"] * 20}, answers={QUESTION: ANSWER}, piece_delay=0.15) as llm:
         server = Server(index_dir, tmp_path / "serve.log", "--llm-base-url", llm.base_url, "--llm-model", "fake-reader").ready()
         try:
             browser.get(f"{server.url}/")
@@ -153,6 +156,13 @@ def test_the_page_asks_with_the_key_streams_the_answer_follows_a_citation_and_dr
             check_graph(browser, index_dir)
             assert severe_console_errors(browser) == []
             assert browser.save_screenshot(str(tmp_path / "page.png")) and (tmp_path / "page.png").stat().st_size > 10_000
+
+            ask(browser, REFUSED)  # a reader that fails: the passages and the graph all the same, and why there is no answer
+            wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "done", "the page done")
+            assert answer.text == "" and browser.find_element(By.ID, "answer-note").text.startswith("The reader failed (502): ")
+            assert len(browser.find_elements(By.CSS_SELECTOR, "#passages li.passage")) == 5
+            wait_for(lambda: graph_counts(browser)["nodes"], "the second question's graph")
+            assert browser.save_screenshot(str(tmp_path / "page-reader-failed.png"))
         finally:
             server.stop()
     assert "Traceback" not in server.log.read_text()
