@@ -223,6 +223,6 @@ class IndexReader:
 
     def explain(self, question: str, png_path: str | Path | None = None, k: int = defaults.K, **knobs: Any) -> dict[str, Any]:
         """ISO-RAG's trace for one question (seeds, candidates, kept and pruned edges, PPR mass,
-        top k; passages by id) and, with ``png_path``, the case-study picture of its local graph."""
+        top k, every node's title; passages by id) and, with ``png_path``, the case-study picture of its local graph."""
         trace = self.retriever("iso", **knobs).retrieve(self.encode_questions([question]), k, trace=True).traces[0]
         return explained(trace, self.passages, question, png_path, self.entity_names)
