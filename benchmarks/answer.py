@@ -37,7 +37,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import evaluation, make_retriever, reader_config, results_name, retriever_config, template, write_json
+from benchmarks.common import (
+    add_override_argument,
+    evaluation,
+    make_retriever,
+    reader_config,
+    results_name,
+    retriever_config,
+    template,
+    write_json,
+)
 from isorag_pyg.cli.remote import served_answer
 from isorag_pyg.qa import OpenAIChatGenerator, answer_questions
 from isorag_pyg.qa.citations import without_markers
@@ -57,9 +66,15 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": statistics.median(ordered), "p95": ordered[min(len(ordered) - 1, round(0.95 * len(ordered)) - 1)], "n": len(ordered)}
 
 
-def compare(dataset: str, questions: int, k: int, retrievers: list[str], harness: OpenAIChatGenerator, reader: Any) -> dict[str, Any]:
+def dev_set(dataset: str, questions: int, overrides: list[str]) -> Any:
+    """The first ``questions`` dev questions of ``dataset`` with their index (title-mention graph)."""
+    return evaluation(f"dataset={dataset}", "graph=title_mention", "split=dev", f"max_questions={questions}", *overrides)[0]
+
+
+def compare(dataset: str, questions: int, k: int, retrievers: list[str], harness: OpenAIChatGenerator, reader: Any,
+            overrides: list[str]) -> dict[str, Any]:
     """Part 1 and 2 for one dev set: per retriever, harness and product side by side."""
-    inputs, _ = evaluation(f"dataset={dataset}", "graph=title_mention", "split=dev", f"max_questions={questions}")
+    inputs = dev_set(dataset, questions, overrides)
     qs, index, prompt = inputs.dataset.questions, inputs.index, template("fewshot")
     out: dict[str, Any] = {"n_questions": len(qs)}
     for name in retrievers:
@@ -191,6 +206,7 @@ def main() -> None:
     parser.add_argument("--clients", nargs="+", type=int, default=[1, 4, 16], help="concurrent clients for part 4")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the served index (the reader gets every core)")
     parser.add_argument("--out", type=results_name, default="answer.json", help="file name under benchmarks/results/")
+    add_override_argument(parser)
     args = parser.parse_args()
     if args.questions < 0 or args.latency_questions < 0 or min(args.clients) < 1 or args.threads < 1:
         parser.error("--questions and --latency-questions must be >= 0, --clients and --threads >= 1")
@@ -207,10 +223,10 @@ def main() -> None:
             harness = OpenAIChatGenerator(served.base_url, served.model, concurrency=1, max_retries=2, timeout=600, temperature=0.0,
                                           max_tokens=int(decoding["max_tokens"]), stop=list(decoding["stop"]))
             for dataset in args.datasets:
-                payload["agreement"][dataset] = compare(dataset, args.questions, k, args.retrievers, harness, reader)
+                payload["agreement"][dataset] = compare(dataset, args.questions, k, args.retrievers, harness, reader, args.override)
                 write_json(args.out, payload)
     if args.latency_questions:
-        inputs, _ = evaluation(f"dataset={args.datasets[0]}", "graph=title_mention", "split=dev", f"max_questions={args.latency_questions}")
+        inputs = dev_set(args.datasets[0], args.latency_questions, args.override)
         questions = [q.text for q in inputs.dataset.questions]
         with tempfile.TemporaryDirectory(prefix="isorag-answer-bench-") as tmp:
             inputs.index.save(Path(tmp) / "index")
