@@ -115,8 +115,9 @@ class ServeProcess:
     def __init__(self, index_dir: Path, log: Path, threads: int):
         self.index_dir, self.log = index_dir, log
         with log.open("w") as stderr:
-            self.process = subprocess.Popen([sys.executable, "-m", "isorag_pyg.cli", "serve", str(index_dir), "--port", "0", "--threads", str(threads)],
-                                            stdout=subprocess.DEVNULL, stderr=stderr)
+            # 16 clients queue at the one llama.cpp server: give the last of them time to be answered
+            self.process = subprocess.Popen([sys.executable, "-m", "isorag_pyg.cli", "serve", str(index_dir), "--port", "0", "--threads", str(threads),
+                                             "--llm-timeout", "1800"], stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 600
         while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
             if self.process.poll() is not None or time.monotonic() > deadline:
