@@ -170,8 +170,9 @@ def latency(server: ServeProcess, questions: list[str], k: int) -> dict[str, Any
 
 
 def throughput(server: ServeProcess, questions: list[str], k: int, clients: int) -> dict[str, Any]:
-    """Part 4: ``clients`` threads answering ``questions`` (non-streamed) between them."""
-    lock, todo, results = threading.Lock(), list(questions), []
+    """Part 4: ``clients`` threads answering ``questions`` (non-streamed) between them, repeated
+    until there is one a client at least."""
+    lock, todo, results = threading.Lock(), (questions * -(-clients // len(questions)))[:max(clients, len(questions))], []
 
     def client() -> None:
         while True:
@@ -235,7 +236,7 @@ def main() -> None:
             try:
                 server.post({"question": "What is the capital of France?", "k": k})  # starts the reader: warm, not timed
                 payload["latency"] = {"dataset": args.datasets[0], **latency(server, questions, k)}
-                payload["throughput"] = [throughput(server, questions[:max(c, len(questions))], k, c) for c in args.clients]
+                payload["throughput"] = [throughput(server, questions, k, c) for c in args.clients]
             finally:
                 server.stop()
     payload["complete"] = True
