@@ -82,6 +82,9 @@ class ReaderFailure(BaseModel):
     passages: list[AnswerPassage]
 
 
+#: A server-sent event, as the OpenAPI schema states it.
+EVENT_SCHEMA = {"type": "object", "required": ["data"], "properties": {"event": {"type": "string"}, "data": {"type": "string"}}}
+
 #: A failed reader's statuses (and no reader at all: 503), with the passages in the body.
 READER_RESPONSES: dict[int | str, dict[str, Any]] = {
     502: {"model": ReaderFailure, "description": "the reader failed: unreachable, refused or answered garbage"},
@@ -190,7 +193,7 @@ def answer_router(reader: Reader | None, batcher: MicroBatcher[RetrievalRequest,
     router = APIRouter()
 
     @router.post("/answer", responses={200: {"model": AnswerObject, "description": "the answer (JSON), or its events (text/event-stream)",
-                                             "content": {"text/event-stream": {"schema": {"type": "string"}}}}, **READER_RESPONSES},
+                                             "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}, **READER_RESPONSES},
                  openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": answer_body_schema(settings)}}}})
     async def answer(body: AnswerBody) -> Response:
         """The question answered by the server's reader over its top ``k`` passages:

@@ -2,7 +2,7 @@
 (whole or streamed), so that any OpenAI client, chat UI or agent framework can use an ISO-RAG
 index as a model.
 
-The last user message is the question (retrieved for, micro-batched with every other request);
+The last user message (with text) is the question (retrieved for, micro-batched with every other request);
 earlier turns go to the reader as the conversation. The answer keeps its inline ``[n]`` markers;
 the body carries ``citations`` (``[{"n", "id", "title"}]``) beside ``choices``, as does the last
 streamed chunk. The model ``isorag-<name>`` retrieves with the retriever ``name``, any other
@@ -26,11 +26,20 @@ from isorag_pyg import defaults
 from isorag_pyg.index import RETRIEVERS
 from isorag_pyg.qa.answering import Answering
 from isorag_pyg.qa.reader_spec import Reader
-from isorag_pyg.server.answers import NO_READER, EventStream, one_line, reader_status, retrieval_error, retrieve_one, run_answering
+from isorag_pyg.server.answers import (
+    EVENT_SCHEMA,
+    NO_READER,
+    EventStream,
+    one_line,
+    reader_status,
+    retrieval_error,
+    retrieve_one,
+    run_answering,
+)
 from isorag_pyg.server.batcher import MicroBatcher
 from isorag_pyg.server.engine import RetrievalRequest
 from isorag_pyg.server.reloading import Served
-from isorag_pyg.server.schema import ErrorBody, error_response, integral
+from isorag_pyg.server.schema import NOT_SPACE, ErrorBody, error_response, integral
 from isorag_pyg.server.settings import ServerSettings
 
 #: The model name that retrieves with the default retriever.
@@ -42,26 +51,21 @@ def models() -> dict[str, str]:
     return {MODEL: defaults.RETRIEVER, **{f"{MODEL}-{name}": name for name in RETRIEVERS}}
 
 
-class ContentPart(BaseModel):
-    type: str
-    text: str = ""
+ROLES = ("system", "user", "assistant", "developer", "tool")
 
 
 class Message(BaseModel):
-    role: Literal["system", "user", "assistant", "developer", "tool"]
-    content: str | list[ContentPart] | None = None
+    model_config = ConfigDict(strict=True)
 
-    def text(self) -> str:
-        if isinstance(self.content, list):
-            return "".join(part.text for part in self.content if part.type == "text")
-        return self.content or ""
+    role: Literal["system", "user", "assistant", "developer", "tool"]
+    content: str
 
 
 class ChatBody(BaseModel):
-    """An OpenAI chat-completions body; sampling fields (``temperature``...) are accepted and left
-    to the server's reader settings."""
+    """An OpenAI chat-completions body (text messages); other fields (``temperature``...) are
+    accepted and left to the server's reader settings."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(strict=True, extra="allow")
 
     model: str
     messages: list[Message]
@@ -70,12 +74,33 @@ class ChatBody(BaseModel):
     retriever: str | None = None
 
 
-def _question(body: ChatBody) -> tuple[str, list[dict[str, str]]]:
-    """(the last user message, the earlier user and assistant turns); ``ValueError`` without one."""
-    turns = [m for m in body.messages if m.role in ("user", "assistant")]
-    if not turns or turns[-1].role != "user":
-        raise ValueError("the last message must be the user's question")
-    return turns[-1].text(), [{"role": m.role, "content": m.text()} for m in turns[:-1]]
+def chat_body_schema(settings: ServerSettings) -> dict[str, Any]:
+    """The JSON schema of the chat bodies the server accepts under ``settings`` (a user message
+    with text is required: the last one is the question)."""
+    user = {"type": "object", "required": ["role", "content"], "properties": {
+        "role": {"const": "user"}, "content": {"type": "string", "maxLength": settings.max_question_chars}}}
+    other = {"type": "object", "required": ["role", "content"], "properties": {
+        "role": {"enum": [role for role in ROLES if role != "user"]}, "content": {"type": "string"}}}
+    asked = {**user, "properties": {**user["properties"], "content": {**user["properties"]["content"], "minLength": 1, "pattern": NOT_SPACE}}}
+    return {"title": "ChatBody", "type": "object", "required": ["model", "messages"], "properties": {
+        "model": {"type": "string", "description": "isorag-<retriever> picks the retriever; any other name the default one"},
+        "messages": {"type": "array", "minItems": 1, "items": {"anyOf": [user, other]}, "contains": asked},
+        "stream": {"type": "boolean", "default": False},
+        "k": {"type": "integer", "minimum": 1, "maximum": settings.max_k, "default": defaults.K},
+        "retriever": {"anyOf": [{"type": "string", "enum": list(RETRIEVERS)}, {"type": "null"}], "default": None}}}
+
+
+def _question(body: ChatBody, settings: ServerSettings) -> tuple[str, list[dict[str, str]]]:
+    """(the last user message with text, the user and assistant turns before it); ``ValueError``
+    for a body :func:`chat_body_schema` refuses."""
+    for i, m in enumerate(body.messages):
+        if m.role == "user" and len(m.content) > settings.max_question_chars:
+            raise ValueError(f"message {i} has {len(m.content)} characters; the limit is {settings.max_question_chars}")
+    asked = [i for i, m in enumerate(body.messages) if m.role == "user" and m.content.strip()]
+    if not asked:
+        raise ValueError("no user message with a question")
+    turns = [{"role": m.role, "content": m.content} for m in body.messages[:asked[-1]] if m.role in ("user", "assistant")]
+    return body.messages[asked[-1]].content, turns
 
 
 def _completion(reply_id: str, model: str, created: int, result: dict[str, Any]) -> dict[str, Any]:
@@ -106,15 +131,16 @@ def openai_router(reader: Reader | None, batcher: MicroBatcher[RetrievalRequest,
         return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "isorag"} for name in models()]}
 
     @router.post("/chat/completions", responses={200: {"description": "a chat completion (JSON), or its chunks (text/event-stream)",
-                                                       "content": {"text/event-stream": {"schema": {"type": "string"}}}}, **failures})
+                                                       "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}, **failures},
+                 openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": chat_body_schema(settings)}}}})
     async def chat_completions(body: ChatBody) -> Response:
         """An OpenAI chat completion answering the last user message from the index, with
         ``citations`` beside ``choices`` (and in the last streamed chunk)."""
         try:
-            question, history = _question(body)
+            question, history = _question(body, settings)
         except ValueError as err:
             return error_response(422, str(err))
-        retriever = body.retriever or models().get(body.model, defaults.RETRIEVER)
+        retriever = body.retriever if body.retriever is not None else models().get(body.model, defaults.RETRIEVER)
         try:
             hits, version, retrieval_s = await retrieve_one(batcher, question, body.k, retriever, settings)
         except Exception as err:  # noqa: BLE001 - each a 4xx/5xx; the server keeps serving

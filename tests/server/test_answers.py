@@ -118,8 +118,14 @@ def test_chat_completions_answer_the_last_user_message_with_the_conversation_and
     assert models["object"] == "list" and {"isorag", "isorag-dense", "isorag-iso"} <= {m["id"] for m in models["data"]}
     other = client.post("/v1/chat/completions", json={"model": "gpt-4", "messages": messages})  # any name: the default retriever
     assert other.status_code == 200 and other.json()["model"] == "gpt-4" and other.json()["citations"] == body["citations"]
-    last = client.post("/v1/chat/completions", json={"model": "isorag", "messages": messages[:3]})
-    assert last.status_code == 422 and "the last message must be the user's question" == last.json()["detail"]
+    earlier = client.post("/v1/chat/completions", json={"model": "isorag", "k": 3, "messages": [*messages, {"role": "user", "content": " "}]})
+    assert earlier.status_code == 200 and llm.seen[-1]["messages"] == sent  # the last user message with text
+    for bad, detail in (([messages[0]], "no user message with a question"), ([{"role": "user", "content": "x" * 501}], "message 0 has 501 characters"),
+                        ([{"role": "user", "content": ["parts"]}], "messages.0.content: Input should be a valid string")):
+        refused = client.post("/v1/chat/completions", json={"model": "isorag", "messages": bad})
+        assert refused.status_code == 422 and detail in refused.json()["detail"]
+    unknown = client.post("/v1/chat/completions", json={"model": "isorag", "messages": messages, "retriever": ""})
+    assert unknown.status_code == 422 and "unknown retriever ''" in unknown.json()["detail"]
 
 
 def test_answer_routes_need_the_api_key(saved, llm):
