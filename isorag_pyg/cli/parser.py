@@ -83,8 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "e.g. http://127.0.0.1:8080/v1")
     llm.add_argument("--llm-model", default=None, metavar="NAME", help="the reader's model name at --llm-base-url")
     llm.add_argument("--llm-api-key-env", default=None, metavar="NAME", help="the variable holding the reader's API key (default: OPENAI_API_KEY)")
-    llm.add_argument("--llm-timeout", type=float, default=120.0, metavar="SECONDS",
-                     help="seconds the reader may stay silent before the answer fails (default: 120)")
+    llm.add_argument("--llm-timeout", type=float, default=defaults.READER_TIMEOUT_S, metavar="SECONDS",
+                     help=f"seconds the reader may stay silent before the answer fails (default: {defaults.READER_TIMEOUT_S:g})")
 
     ask = command("ask", "answer a question from an index, with numbered citations of its passages", llm)
     ask.add_argument("index_dir")

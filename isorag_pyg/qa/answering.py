@@ -3,7 +3,7 @@ fitted into the reader's context window), the answer streamed or whole, its cita
 JSON object that ``ISORAGIndex.answer``, ``isorag ask --json`` and the server's ``POST /answer``
 all give::
 
-    {"question", "answer", "citations": [{"n", "id", "title"}], "passages": [{"n", "id", "title", "text", "score"}],
+    {"question", "answer", "citations": [{"n", "id", "title", "by"}], "passages": [{"n", "id", "title", "text", "score"}],
      "timings": {"retrieval_s", "reader_s", "first_token_s", "prompt_tokens", "completion_tokens", "truncated", ...}}
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from isorag_pyg.qa.citations import cited_numbers
+from isorag_pyg.qa.citations import cited_numbers, matched_number
 from isorag_pyg.qa.prompt import History, first_answer
 from isorag_pyg.qa.reader_spec import Reader
 
@@ -27,8 +27,12 @@ def passages_json(hits: Sequence[Any]) -> list[dict[str, Any]]:
 
 def answer_json(question: str, answer: str, hits: Sequence[Any], in_prompt: int, timings: dict[str, Any]) -> dict[str, Any]:
     """The answer object: ``citations`` are the passages among the first ``in_prompt`` (those the
-    reader saw) that ``answer`` cites, in the order cited."""
-    citations = [{"n": n, "id": hits[n - 1].id, "title": hits[n - 1].title} for n in cited_numbers(answer, in_prompt)]
+    reader saw) that ``answer`` cites, in the order cited (``"by": "marker"``); an answer without
+    markers gets the best-ranked of them that contains it (``"by": "match"``), if any."""
+    numbers, by = cited_numbers(answer, in_prompt), "marker"
+    if not numbers and (found := matched_number(answer, [f"{h.title} {h.text}" for h in hits[:in_prompt]])) is not None:
+        numbers, by = [found], "match"
+    citations = [{"n": n, "id": hits[n - 1].id, "title": hits[n - 1].title, "by": by} for n in numbers]
     return {"question": question, "answer": answer, "citations": citations, "passages": passages_json(hits), "timings": timings}
 
 

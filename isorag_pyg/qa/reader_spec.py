@@ -17,6 +17,7 @@ from typing import Any
 
 from typing_extensions import Self
 
+from isorag_pyg import defaults
 from isorag_pyg.qa.generators import GeneratorError
 from isorag_pyg.qa.prompt import History, PromptTemplate, Request, packaged_template
 
@@ -55,7 +56,7 @@ class ReaderSpec:
     max_tokens: int | None = None
     stop: tuple[str, ...] | None = None
     context_tokens: int = 4096
-    timeout: float = 120.0
+    timeout: float = defaults.READER_TIMEOUT_S
     threads: int | None = None
 
     def __post_init__(self) -> None:
@@ -68,7 +69,7 @@ class ReaderSpec:
 
     @classmethod
     def from_flags(cls, llm: str | None, base_url: str | None, model: str | None, api_key_env: str | None,
-                   timeout: float = 120.0) -> ReaderSpec:
+                   timeout: float = defaults.READER_TIMEOUT_S) -> ReaderSpec:
         """The reader the command-line flags name: ``--llm none``, ``--llm-base-url``/``--llm-model``
         (an ``openai`` reader), else the packaged one."""
         if llm == "none":

@@ -15,7 +15,7 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter
@@ -59,9 +59,12 @@ class AnswerPassage(BaseModel):
 
 
 class Citation(BaseModel):
+    """A passage the answer cites: ``by`` ``"marker"`` (its ``[n]``) or ``"match"`` (no marker: the passage contains the answer)."""
+
     n: int
     id: str
     title: str
+    by: Literal["marker", "match"]
 
 
 class AnswerObject(BaseModel):

@@ -39,7 +39,7 @@ def test_ask_json_prints_the_answer_object(saved, llm):
     done = ask(saved, llm, QUESTION, "-k", "2", "--retriever", "dense", "--json")
     result = json.loads(done.stdout)
     assert set(result) == {"question", "answer", "citations", "passages", "timings"} and result["question"] == QUESTION
-    assert result["citations"] == [{"n": 1, "id": "p5", "title": "Quen 5"}] and len(result["passages"]) == 2
+    assert result["citations"] == [{"n": 1, "id": "p5", "title": "Quen 5", "by": "marker"}] and len(result["passages"]) == 2
 
 
 def test_the_answer_is_written_as_it_comes(saved):

@@ -52,7 +52,7 @@ def test_answer_gives_the_answer_its_citations_passages_and_timings(client):
     assert response.status_code == 200 and response.headers["x-index-version"] == "1"
     assert set(body) == {"question", "answer", "citations", "passages", "timings"} and body["answer"] == "Quen 5 [1]"
     assert [p["n"] for p in body["passages"]] == [1, 2, 3] and set(body["passages"][0]) == {"n", "id", "title", "text", "score"}
-    assert body["citations"] == [{"n": 1, "id": body["passages"][0]["id"], "title": body["passages"][0]["title"]}]
+    assert body["citations"] == [{"n": 1, "id": body["passages"][0]["id"], "title": body["passages"][0]["title"], "by": "marker"}]
     retrieved = client.post("/retrieve", json={"questions": [QUESTION], "k": 3}).json()[0]["results"]
     assert [p["id"] for p in body["passages"]] == [r["id"] for r in retrieved]  # the same retrieval
     assert {"retrieval_s", "reader_s", "first_token_s", "prompt_tokens", "completion_tokens", "truncated"} <= set(body["timings"])
@@ -110,7 +110,7 @@ def test_chat_completions_answer_the_last_user_message_with_the_conversation_and
     response = client.post("/v1/chat/completions", json={"model": "isorag", "messages": messages, "temperature": 0.2, "k": 3})
     body = response.json()
     assert response.status_code == 200 and body["object"] == "chat.completion" and body["choices"][0]["message"]["content"] == "Quen 5 [1]"
-    assert body["citations"][0]["n"] == 1 and set(body["citations"][0]) == {"n", "id", "title"}
+    assert body["citations"][0]["n"] == 1 and set(body["citations"][0]) == {"n", "id", "title", "by"}
     sent = llm.seen[-1]["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"] and sent[1]["content"] == "Where is Quen 5?"
     assert QUESTION in sent[-1]["content"] and "[3] " in sent[-1]["content"] and "[4] " not in sent[-1]["content"]

@@ -1,6 +1,6 @@
 """Answers with the packaged Gemma 3 270M through llama.cpp's server (slow tier): the product path
 gives the harness's answers and EM/F1 on the same questions, `isorag ask` answers with the default
-reader (tests/server/test_answers_served.py: `isorag serve` and `isorag ask --server`), and
+reader (tests/server/test_server_answers_gemma.py: `isorag serve` and `isorag ask --server`), and
 benchmarks/answer.py runs end to end on a small synthetic corpus."""
 from __future__ import annotations
 

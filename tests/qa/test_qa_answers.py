@@ -14,14 +14,15 @@ from index_helpers import build, passages
 
 from isorag_pyg.datasets import Question
 from isorag_pyg.qa import OpenAIChatGenerator, answer_questions
-from isorag_pyg.qa.citations import cited_numbers, without_markers
+from isorag_pyg.qa.citations import cited_numbers, matched_number, without_markers
 from isorag_pyg.qa.generators import GeneratorError, ReaderTimeout
 from isorag_pyg.qa.prompt import packaged_template
 from isorag_pyg.qa.reader_spec import HOW_TO_GET_ONE, PACKAGED, ReaderSpec, ReaderUnavailable
 
 QUESTIONS = ["Which town is known for craft number 5?", "What is Velmora 0 known for?", "Which town is known for craft number 7?"]
 #: What the fake reader answers: cited passages by number, one outside any prompt ([9]), one repeated.
-ANSWERS = {QUESTIONS[0]: "Quen 5 [1] [9]", QUESTIONS[1]: "craft number 0 [2][1][2]", QUESTIONS[2]: "the documents do not contain the answer"}
+ANSWERS = {QUESTIONS[0]: "Quen 5 [1] [9]", QUESTIONS[1]: "craft number 0 [2][1][2]", QUESTIONS[2]: "the documents do not contain the answer",
+           "Where is craft number 7 made?": "Sarn 7", "Which town is 99 miles away?": "Atlantis"}
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,16 @@ def test_citations_are_the_numbers_in_the_prompt_in_the_order_cited():
     assert cited_numbers("B [2], A [1, 2] and [3][7]", passages=3) == [2, 1, 3]
     assert cited_numbers("no citation", passages=5) == [] and cited_numbers("[0] [1]", passages=0) == []
     assert without_markers("Stephen King [2][1]") == "Stephen King" and without_markers("a [1, 2] b") == "a b"
+    assert matched_number("The Sarn 7.", ["Quen 5 is a town", "it is near Sarn 7, by the sea"]) == 2
+    assert matched_number("Sarn", ["Sarnia is a town"]) is None and matched_number("the documents do not contain the answer", ["x"]) is None
+
+
+def test_an_answer_without_markers_cites_the_best_passage_that_contains_it(index):
+    with FakeLLM(answers=ANSWERS) as llm, fake_reader(llm).make() as reader:
+        matched, missing, marked = index.answer(["Where is craft number 7 made?", "Which town is 99 miles away?", QUESTIONS[0]], k=5, reader=reader)
+    first = next(p for p in matched["passages"] if "Sarn 7" in p["title"] + " " + p["text"])
+    assert matched["citations"] == [{"n": first["n"], "id": first["id"], "title": first["title"], "by": "match"}]
+    assert missing["citations"] == [] and [c["by"] for c in marked["citations"]] == ["marker"]
 
 
 def test_index_answer_cites_only_retrieved_passages_in_the_order_cited(index):
@@ -47,7 +58,7 @@ def test_index_answer_cites_only_retrieved_passages_in_the_order_cited(index):
     first, second, third = results
     assert set(first) == {"question", "answer", "citations", "passages", "timings"}
     assert first["answer"] == "Quen 5 [1] [9]" and [c["n"] for c in first["citations"]] == [1]  # [9]: no such passage
-    assert [c["n"] for c in second["citations"]] == [2, 1] and third["citations"] == []
+    assert [c["n"] for c in second["citations"]] == [2, 1] and third["citations"] == []  # "the documents do not contain the answer"
     for result in results:
         ids = [p["id"] for p in result["passages"]]
         assert [p["n"] for p in result["passages"]] == [1, 2, 3] and len(ids) == 3
