@@ -206,3 +206,24 @@ def test_the_wheel_ships_the_page(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         for path in static.iterdir():
             assert archive.read(f"isorag_pyg/server/static/{path.name}") == path.read_bytes()
+
+
+#: Server-sent events as a server may send them: CRLF and LF line ends, a comment, a field without a space, a data line split
+#: in two, and a last event without its blank line.
+EVENTS = ('event: passages\r\ndata: {"passages": []}\r\n\r\n: keep-alive\n\nevent:token\ndata: {"text": "é"}\n\n'
+          'event: done\ndata: {"answer":\ndata: "é"}')
+
+
+@pytest.mark.slow
+@pytest.mark.extra("browser")
+def test_the_pages_event_reader_takes_events_split_anywhere(browser):
+    """The page's reader of a fetch() body, fed ``EVENTS`` cut at every byte (a CRLF and a UTF-8 character cut in two included)."""
+    script = (Path(__file__).resolve().parents[2] / "isorag_pyg" / "server" / "static" / "page.js").read_text()
+    browser.get("about:blank")
+    browser.execute_script("const s = document.createElement('script'); s.textContent = arguments[0]; document.head.append(s)", script)
+    seen = browser.execute_async_script("""
+        const [text, done] = arguments, bytes = new TextEncoder().encode(text), seen = [];
+        const body = new ReadableStream({start(c) { for (const b of bytes) c.enqueue(new Uint8Array([b])); c.close(); }});
+        readEvents(new Response(body), (name, data) => seen.push([name, data])).then(() => done(seen), (err) => done(String(err)));
+    """, EVENTS)
+    assert seen == [["passages", {"passages": []}], ["token", {"text": "é"}], ["done", {"answer": "é"}]]
