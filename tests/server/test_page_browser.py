@@ -214,16 +214,34 @@ EVENTS = ('event: passages\r\ndata: {"passages": []}\r\n\r\n: keep-alive\n\neven
           'event: done\ndata: {"answer":\ndata: "é"}')
 
 
+def load_script(browser: Any) -> None:
+    """page.js on a blank page: its functions without a server."""
+    script = (Path(__file__).resolve().parents[2] / "isorag_pyg" / "server" / "static" / "page.js").read_text()
+    browser.get("about:blank")
+    browser.execute_script("const s = document.createElement('script'); s.textContent = arguments[0]; document.head.append(s)", script)
+
+
 @pytest.mark.slow
 @pytest.mark.extra("browser")
 def test_the_pages_event_reader_takes_events_split_anywhere(browser):
     """The page's reader of a fetch() body, fed ``EVENTS`` cut at every byte (a CRLF and a UTF-8 character cut in two included)."""
-    script = (Path(__file__).resolve().parents[2] / "isorag_pyg" / "server" / "static" / "page.js").read_text()
-    browser.get("about:blank")
-    browser.execute_script("const s = document.createElement('script'); s.textContent = arguments[0]; document.head.append(s)", script)
+    load_script(browser)
     seen = browser.execute_async_script("""
         const [text, done] = arguments, bytes = new TextEncoder().encode(text), seen = [];
         const body = new ReadableStream({start(c) { for (const b of bytes) c.enqueue(new Uint8Array([b])); c.close(); }});
         readEvents(new Response(body), (name, data) => seen.push([name, data])).then(() => done(seen), (err) => done(String(err)));
     """, EVENTS)
     assert seen == [["passages", {"passages": []}], ["token", {"text": "é"}], ["done", {"answer": "é"}]]
+
+
+@pytest.mark.slow
+@pytest.mark.extra("browser")
+def test_the_graph_layout_is_the_same_every_time_and_fits_the_picture(browser):
+    load_script(browser)
+    for count in (1, 2, 40, 400):
+        first, again, box = browser.execute_script("""
+            const n = arguments[0], links = [];
+            for (let i = 1; i < n; i++) links.push([i, Math.floor(i / 3)]);
+            return [layout(n, links), layout(n, links), [WIDTH, HEIGHT]];""", count)
+        assert first == again and len(first) == count
+        assert all(0 <= x <= box[0] and 0 <= y <= box[1] for x, y in first)

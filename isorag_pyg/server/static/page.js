@@ -175,8 +175,9 @@ async function streamAnswer(question, k, retriever) {
 
 const WIDTH = 800, HEIGHT = 600, MARGIN = 30, LABEL_ROOM = 110;  // labels sit right of their node
 
-/** Node positions in the box: a fixed number of force-directed steps from a golden-angle spiral
- * in the trace's order, so that the same trace always gives the same picture. */
+/** Node positions in the box: a fixed number of force-directed steps (fewer for a large graph:
+ * each is quadratic in its nodes) from a golden-angle spiral in the trace's order, so that the
+ * same trace always gives the same picture. */
 function layout(count, links) {
   const pos = Array.from({length: count}, (_, i) => {
     const r = Math.sqrt((i + 0.5) / count), a = i * 2.399963;
@@ -184,7 +185,8 @@ function layout(count, links) {
   });
   const ideal = 1.6 / Math.sqrt(Math.max(count, 1));
   let step = 0.08;
-  for (let round = 0; round < 300; round++) {
+  const rounds = Math.max(60, Math.min(300, Math.floor(3e7 / (count * count || 1))));
+  for (let round = 0; round < rounds; round++) {
     const push = pos.map(([x, y]) => [-x * 1.5, -y * 1.5]);  // gravity: components and lone nodes stay close
     for (let i = 0; i < count; i++) {
       for (let j = i + 1; j < count; j++) {
