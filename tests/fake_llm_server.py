@@ -5,7 +5,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fake_http import FakeServer
@@ -20,10 +20,13 @@ class FakeLLM(FakeServer):
     """Each request is named by ``key(prompt)`` (default: its question). ``failures[key] =
     ["429", "500", "timeout", "malformed", ...]`` are served in order before a real answer;
     ``answers[key]`` is the answer (default ``"answer to <key>"``). Chat requests get a chat
-    completion, prompt strings (``/completions``) a text completion."""
+    completion, prompt strings (``/completions``) a text completion; ``"stream": true`` gets the
+    answer word by word as server-sent events, ``piece_delay`` seconds apart (``streamed``: the
+    pieces sent; ``disconnects``: streams the client closed before their end). ``seen`` keeps
+    every request body."""
 
     def __init__(self, failures: dict[str, list[str]] | None = None, answers: dict[str, str] | None = None, delay: float = 2.0,
-                 key: Callable[[str], str] = question_of):
+                 key: Callable[[str], str] = question_of, piece_delay: float = 0.0):
         self.failures = {k: list(v) for k, v in (failures or {}).items()}
         self.answers = answers or {}
         self.delay = delay
@@ -31,9 +34,25 @@ class FakeLLM(FakeServer):
         self.requests: Counter[str] = Counter()
         self.completions: Counter[str] = Counter()
         self.lock = threading.Lock()
+        self.piece_delay, self.streamed = piece_delay, 0
+        self.seen: list[dict[str, Any]] = []
         super().__init__()
 
-    def respond(self, body: dict[str, Any]) -> tuple[int, bytes]:
+    def _events(self, body: dict[str, Any], answer: str, chat: bool) -> Iterator[bytes]:
+        words = answer.split(" ")
+        for i, word in enumerate(words):
+            piece = word if i == 0 else " " + word
+            choice = {"delta": {"content": piece}} if chat else {"text": piece}
+            chunk = {"id": "cmpl-1", "object": "chat.completion.chunk" if chat else "text_completion", "created": 0, "model": body["model"],
+                     "choices": [{"index": 0, "finish_reason": None, **choice}]}
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+            with self.lock:
+                self.streamed += 1
+            time.sleep(self.piece_delay)
+        yield b"data: [DONE]\n\n"
+
+    def respond(self, body: dict[str, Any]) -> tuple[int, bytes | Iterator[bytes]]:
+        self.seen.append(body)
         chat = "messages" in body
         user = body["messages"][-1]["content"] if chat else body["prompt"]
         question = self.key(user)
@@ -51,6 +70,8 @@ class FakeLLM(FakeServer):
         with self.lock:
             self.completions[question] += 1
         answer = self.answers.get(question, f"answer to {question}")
+        if body.get("stream"):
+            return 200, self._events(body, answer, chat)
         choice = {"message": {"role": "assistant", "content": answer}} if chat else {"text": answer, "logprobs": None}
         payload = {
             "id": "cmpl-1", "object": "chat.completion" if chat else "text_completion", "created": 0, "model": body["model"],

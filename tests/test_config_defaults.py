@@ -113,8 +113,9 @@ def test_cli_defaults_and_help_come_from_the_library():
                   "ray_gpus": defaults.RAY_GPUS_PER_WORKER, "lock_timeout": defaults.LOCK_TIMEOUT_S},
         "add": {"epochs": DEFAULT_TRAINER["max_epochs"], "seed": FThetaConfig.seed},
         "query": {"k": defaults.K},
+        "ask": {"k": defaults.K, "llm_timeout": defaults.READER_TIMEOUT_S},
         "tune": {"folds": defaults.TUNE_FOLDS, "k": defaults.K},
-        "serve": {"port": defaults.PORT},
+        "serve": {"port": defaults.PORT, "llm_timeout": defaults.READER_TIMEOUT_S},
     }
     for command, values in expected.items():
         actions = {action.dest: action for action in commands[command]._actions}
@@ -141,11 +142,15 @@ def test_every_k_default_is_the_one_in_defaults():
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.llm import ISORAGFeatureStore, rag_components
     from isorag_pyg.scale import RayEncoder
+    from isorag_pyg.server.answers import AnswerBody
+    from isorag_pyg.server.openai_api import ChatBody
     from isorag_pyg.server.schema import RetrieveBody
 
-    for function in (ISORAGIndex.retrieve, ISORAGIndex.explain, tune, rag_components, ISORAGFeatureStore.__init__):
+    for function in (ISORAGIndex.retrieve, ISORAGIndex.explain, ISORAGIndex.answer, ISORAGIndex.answer_stream, tune, rag_components,
+                     ISORAGFeatureStore.__init__):
         assert signature_defaults(function)["k"] == defaults.K, function
-    assert RetrieveBody.model_fields["k"].default == defaults.K
+    assert RetrieveBody.model_fields["k"].default == AnswerBody.model_fields["k"].default == ChatBody.model_fields["k"].default == defaults.K
+    assert AnswerBody.model_fields["retriever"].default == signature_defaults(ISORAGIndex.answer)["retriever"] == defaults.RETRIEVER
     assert RetrieveBody.model_fields["retriever"].default == signature_defaults(ISORAGIndex.retrieve)["retriever"] == defaults.RETRIEVER
     assert {k: signature_defaults(tune)[k] for k in ("folds", "repeats")} == {"folds": defaults.TUNE_FOLDS, "repeats": defaults.TUNE_REPEATS}
     assert signature_defaults(tune)["grid"] is defaults.TUNE_GRID

@@ -17,13 +17,15 @@ def test_the_fast_tier_installs_no_model_runtime_and_ci_requires_every_extra_for
     pyproject = (REPO / "pyproject.toml").read_text()  # (tomllib is Python 3.11+; the project runs on 3.10)
     test = re.search(r"^test = \[\n(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL).group(1)
     assert not re.search(r"\b(ray|onnx|onnxruntime|openvino|gemma|gguf|accelerate|isorag_pyg)\b", re.sub(r"#.*", "", test))
-    assert re.search(r'^dev = \["isorag_pyg\[test,qa,ray,onnx,openvino\]"\]$', pyproject, re.MULTILINE) and set(conftest.EXTRAS) <= {"qa", "ray", "onnx", "openvino"}
+    assert re.search(r'^dev = \["isorag_pyg\[test,qa,ray,onnx,openvino,browser\]"\]$', pyproject, re.MULTILINE)
+    assert set(conftest.EXTRAS) <= {"qa", "ray", "onnx", "openvino", "browser"}
     readme = (REPO / "README.md").read_text()
     command = readme.split("<!-- test-command -->")[1].split("<!-- /test-command -->")[0]
     assert 'pip install -e ".[test]"' in command and '-m "not slow"' in command
     ci = (REPO / ".ci" / "run").read_text()
     slow = ci.index("python -m pytest -q -m slow --durations")
     assert ci.index('python -m pip install -q -e ".[dev]"') < ci.index("export ISORAG_REQUIRE_EXTRAS=1") < slow
+    assert ci.index("apt-get install -y -qq chromium chromium-driver") < slow  # the web page's browser test (the browser extra)
 
 
 def _item(*extras: str, fixtures: tuple[str, ...] = ()) -> SimpleNamespace:

@@ -1,5 +1,5 @@
-"""The ``isorag`` command: build, inspect, update, tune, query and serve an index of your own
-corpus (``isorag index|query|info|add|remove|tune|serve``), and look after the embedding cache
+"""The ``isorag`` command: build, inspect, update, tune, query, ask and serve an index of your own
+corpus (``isorag index|query|ask|info|add|remove|tune|serve``), and look after the embedding cache
 (``isorag cache info|clear``); ``isorag <command> --help`` gives the options.
 
 Errors (a bad path, an empty corpus, a missing or corrupt index, a bad argument such as ``-k abc``)
@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
+from isorag_pyg.cli.ask import run_ask
 from isorag_pyg.cli.build import run_index
 from isorag_pyg.cli.cache import run_cache
 from isorag_pyg.cli.parser import build_parser
@@ -54,9 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # libraries print notices to stdout (e.g. transformers under WANDB_MODE=offline): send
         # them to stderr, so stdout carries only the answer (and --json stays parseable)
         with contextlib.redirect_stdout(sys.stderr), _logs_to_stderr(args.quiet, args.verbose):
-            commands = {"index": run_index, "query": run_query, "info": run_info, "add": run_add, "remove": run_remove, "tune": run_tune, "serve": run_serve,
-                        "cache": run_cache}
+            commands = {"index": run_index, "query": run_query, "ask": run_ask, "info": run_info, "add": run_add, "remove": run_remove,
+                        "tune": run_tune, "serve": run_serve, "cache": run_cache}
             lines = commands[args.command](args)
+            if not isinstance(lines, list):  # a stream of text (isorag ask): written as it comes
+                for chunk in lines:
+                    out.write(chunk)
+                    out.flush()
+                lines = []
         out.write("".join(f"{line}\n" for line in lines))
     except KeyboardInterrupt:
         print("isorag: interrupted", file=sys.stderr)

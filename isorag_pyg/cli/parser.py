@@ -29,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     talk.add_argument("-v", "--verbose", action="store_true", help="also the library's INFO logs (e.g. which encoder answers, and why)")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, description: str) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=description, parents=[output])
+    def command(name: str, description: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=description, parents=[output, *parents])
 
     build = command("index", "build an index of a corpus and save it")
     build.add_argument("corpus", help="a .jsonl/.json/.csv file of passages, a dataset file, or a .txt/.md document or folder of them")
@@ -76,6 +76,26 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--server", default=None, metavar="URL",
                        help="ask a running `isorag serve` of this index (e.g. http://127.0.0.1:8000) instead of loading it: no model load")
 
+    llm = argparse.ArgumentParser(add_help=False)  # the reader of ask and serve
+    llm.add_argument("--llm", choices=["gguf", "none"], default=None,
+                     help="none: no reader (serve: retrieval only); gguf: the packaged Gemma 3 270M through llama.cpp (the default when installed)")
+    llm.add_argument("--llm-base-url", default=None, metavar="URL", help="an OpenAI-compatible reader (llama.cpp server, vLLM, Ollama, OpenAI), "
+                     "e.g. http://127.0.0.1:8080/v1")
+    llm.add_argument("--llm-model", default=None, metavar="NAME", help="the reader's model name at --llm-base-url")
+    llm.add_argument("--llm-api-key-env", default=None, metavar="NAME", help="the variable holding the reader's API key (default: OPENAI_API_KEY)")
+    llm.add_argument("--llm-timeout", type=float, default=defaults.READER_TIMEOUT_S, metavar="SECONDS",
+                     help=f"seconds the reader may stay silent before the answer fails (default: {defaults.READER_TIMEOUT_S:g})")
+
+    ask = command("ask", "answer a question from an index, with numbered citations of its passages", llm)
+    ask.add_argument("index_dir")
+    ask.add_argument("question")
+    ask.add_argument("-k", type=int, default=defaults.K, help=f"passages given to the reader (default: {defaults.K})")
+    ask.add_argument("--retriever", default=defaults.RETRIEVER, help=f"{', '.join(RETRIEVER_NAMES)} (default: {defaults.RETRIEVER})")
+    ask.add_argument("--json", action="store_true", help="print {question, answer, citations, passages, timings} as JSON")
+    ask.add_argument("--no-stream", action="store_true", help="print the answer once it is complete")
+    ask.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
+    ask.add_argument("--server", default=None, metavar="URL", help="ask a running `isorag serve` of this index (its reader answers)")
+
     add = command("add", "add the passages of a corpus to an index (saved atomically)")
     add.add_argument("index_dir")
     add.add_argument("corpus", help="passages to add, in any format `isorag index` reads")
@@ -108,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("action", choices=["info", "clear"])
 
     limits = ServerSettings()
-    serve = command("serve", "serve an index over HTTP (POST /retrieve, GET /health, GET /info)")
+    serve = command("serve", "serve an index over HTTP (POST /retrieve, POST /answer, an OpenAI-compatible /v1/chat/completions, "
+                    "GET /health, GET /info)", llm)
     serve.add_argument("index_dir")
     serve.add_argument("--host", default=defaults.HOST, help=f"address to listen on (default: {defaults.HOST}, this machine only)")
     serve.add_argument("--port", type=int, default=defaults.PORT, help=f"TCP port 1-65535; 0 picks a free one (default: {defaults.PORT})")

@@ -1,6 +1,6 @@
-"""``isorag query --server URL``: the questions answered by a running ``isorag serve`` of the same
-index, through the standard library's HTTP client (nothing of the retrieval stack is imported, and
-the server's loaded model answers at once).
+"""``isorag query --server URL`` and ``isorag ask --server URL``: the questions answered by a
+running ``isorag serve`` of the same index, through the standard library's HTTP client (nothing of
+the retrieval stack is imported, and the server's loaded model and reader answer at once).
 
 The server must serve the version saved in the index folder: its ``GET /info`` is checked against
 the folder's manifest (corpus hash, encoder fingerprint, version) before anything is asked.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,8 @@ def _call(url: str, body: dict[str, Any] | None = None) -> Any:
         raise RuntimeError(f"cannot reach a server at {url} ({getattr(err, 'reason', err)})") from None
 
 
-def served_answers(server: str, index_dir: str | Path, questions: list[str], k: int, retriever: str) -> list[dict[str, Any]]:
-    """One ``{"question", "results"}`` answer a question (``isorag query --json``'s objects) from the
-    server at ``server``, once its ``/info`` shows it serves the version saved in ``index_dir``."""
+def _served_base(server: str, index_dir: str | Path) -> str:
+    """The server's base URL, once its ``/info`` shows it serves the version saved in ``index_dir``."""
     base = server.rstrip("/")
     try:
         saved = json.loads((Path(index_dir) / MANIFEST).read_text())
@@ -52,4 +52,40 @@ def served_answers(server: str, index_dir: str | Path, questions: list[str], k: 
     if info.get("version") != saved.get("generation"):
         raise ValueError(f"the server at {server} serves version {info.get('version')} of {index_dir}, which holds version "
                          f"{saved.get('generation')}: POST /reload there, or query without --server")
-    return _call(f"{base}/retrieve", {"questions": questions, "k": k, "retriever": retriever})
+    return base
+
+
+def served_answers(server: str, index_dir: str | Path, questions: list[str], k: int, retriever: str) -> list[dict[str, Any]]:
+    """One ``{"question", "results"}`` answer a question (``isorag query --json``'s objects) from the
+    server at ``server``, once its ``/info`` shows it serves the version saved in ``index_dir``."""
+    return _call(f"{_served_base(server, index_dir)}/retrieve", {"questions": questions, "k": k, "retriever": retriever})
+
+
+def served_answer(server: str, index_dir: str | Path, question: str, k: int, retriever: str, stream: bool) -> Iterator[tuple[str, Any]]:
+    """``POST /answer`` of the server: its events (``"passages"``, ``"token"``, ``"done"``) as
+    (name, data) as they arrive, or with ``stream`` off one ``("done", answer object)``; an
+    ``error`` event raises ``RuntimeError`` with its one line."""
+    url = f"{_served_base(server, index_dir)}/answer"
+    body = {"question": question, "k": k, "retriever": retriever, "stream": stream}
+    if not stream:
+        yield "done", _call(url, body)
+        return
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    try:
+        response = urllib.request.urlopen(request, timeout=TIMEOUT_S)
+    except urllib.error.HTTPError:
+        yield "done", _call(url, body)  # the server's own message, as a RuntimeError
+        return
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+        raise RuntimeError(f"cannot reach a server at {url} ({getattr(err, 'reason', err)})") from None
+    with response:
+        name = "message"
+        for raw in response:
+            line = raw.decode().rstrip("\r\n")
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data = json.loads(line[5:])
+                if name == "error":
+                    raise RuntimeError(f"the server at {url} answered {data.get('status')}: {data.get('detail')}")
+                yield name, data

@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from isorag_pyg.qa.reader_spec import Reader
 
 
 def run_serve(args: argparse.Namespace) -> list[str]:
@@ -22,5 +27,23 @@ def run_serve(args: argparse.Namespace) -> list[str]:
         raise ValueError(f"--no-batching answers every request on its own (--max-batch {unbatched.max_batch} --batch-window-ms "
                          f"{unbatched.batch_window_ms:g}): drop --max-batch and --batch-window-ms")
     settings = unbatched if args.no_batching else ServerSettings(**batching, **limits)
-    serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify, threads=args.threads, encoder_backend=args.encoder_backend)
+    serve(args.index_dir, args.host, args.port, settings, verify=not args.no_verify, threads=args.threads, encoder_backend=args.encoder_backend,
+          reader=_reader(args))
     return []
+
+
+def _reader(args: argparse.Namespace) -> Reader | None:
+    """The reader the flags name (``--llm none``: none); the packaged one when none is named and it is
+    installed, else none (a warning: retrieval only)."""
+    from isorag_pyg.qa.reader_spec import ReaderSpec, ReaderUnavailable
+
+    spec = ReaderSpec.from_flags(args.llm, args.llm_base_url, args.llm_model, args.llm_api_key_env, args.llm_timeout)
+    if spec.kind == "none":
+        return None
+    try:
+        return spec.make()
+    except ReaderUnavailable as err:
+        if args.llm is not None:
+            raise
+        print(f"isorag serve: answering retrieval only: {err}", file=sys.stderr, flush=True)
+        return None

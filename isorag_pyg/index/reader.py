@@ -10,6 +10,7 @@ builds the PyG ``Data`` and the f_θ module the first time something asks for th
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data
 
     from isorag_pyg.nn.poincare_encoder import PoincareEncoder
+    from isorag_pyg.qa.answering import Answering
+    from isorag_pyg.qa.prompt import History
+    from isorag_pyg.qa.reader_spec import Reader, ReaderSpec
 
 
 def _content(name: str) -> Any:
@@ -183,12 +187,42 @@ class IndexReader:
         result = self.retriever(retriever, **knobs).retrieve(queries, k)
         return self.hits(result.indices, result.scores)
 
+    def answer(self, questions: Sequence[str], k: int = defaults.K, retriever: str = defaults.RETRIEVER,
+               reader: Reader | ReaderSpec | None = None, **knobs: Any) -> list[dict[str, Any]]:
+        """Each question answered by ``reader`` (a made :class:`~isorag_pyg.qa.reader_spec.Reader`, a
+        spec, or ``None``: the packaged Gemma, started and stopped here) over its top ``k``
+        passages: ``{"question", "answer", "citations", "passages", "timings"}``
+        (:mod:`~isorag_pyg.qa.answering`); citations are ids of the retrieved passages, in the order cited."""
+        from isorag_pyg.qa.answering import answer_all
+        from isorag_pyg.qa.reader_spec import ReaderSpec
+
+        start = time.perf_counter()
+        hits = self.retrieve(questions, k, retriever, **knobs)
+        retrieval_s = time.perf_counter() - start
+        made = (reader or ReaderSpec()).make() if reader is None or isinstance(reader, ReaderSpec) else reader
+        try:
+            return answer_all(made, list(questions), hits, retrieval_s)
+        finally:
+            if made is not reader:
+                made.close()
+
+    def answer_stream(self, question: str, reader: Reader, k: int = defaults.K, retriever: str = defaults.RETRIEVER,
+                      history: History = (), **knobs: Any) -> Answering:
+        """One question's answer as it is generated: iterate the returned
+        :class:`~isorag_pyg.qa.answering.Answering`'s ``pieces()`` for its text, then read its ``result``
+        (the object :meth:`answer` gives); ``history``: earlier turns of a conversation."""
+        from isorag_pyg.qa.answering import Answering
+
+        start = time.perf_counter()
+        hits = self.retrieve([question], k, retriever, **knobs)[0]
+        return Answering(reader, question, hits, time.perf_counter() - start, history)
+
     def hits(self, indices: Tensor, scores: Tensor) -> list[list[RetrievedPassage]]:
         """Corpus rows and scores as passages."""
         return retrieved_passages(self.passages, indices, scores)
 
     def explain(self, question: str, png_path: str | Path | None = None, k: int = defaults.K, **knobs: Any) -> dict[str, Any]:
         """ISO-RAG's trace for one question (seeds, candidates, kept and pruned edges, PPR mass,
-        top k; passages by id) and, with ``png_path``, the case-study picture of its local graph."""
+        top k, every node's title; passages by id) and, with ``png_path``, the case-study picture of its local graph."""
         trace = self.retriever("iso", **knobs).retrieve(self.encode_questions([question]), k, trace=True).traces[0]
         return explained(trace, self.passages, question, png_path, self.entity_names)

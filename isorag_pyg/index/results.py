@@ -67,8 +67,8 @@ def nodes_by_row(passages: Sequence[Passage], entity_names: Sequence[str], rows:
 def explained(trace: dict[str, Any], passages: Sequence[Passage], question: str, png_path: str | Path | None = None,
               entity_names: Sequence[str] = ()) -> dict[str, Any]:
     """An ISO-RAG trace (graph rows) with nodes by id (:func:`node_records`: an entity graph's
-    entity nodes as ``entity:<name>``); with ``png_path``, the case-study picture of the
-    question's local graph is drawn there."""
+    entity nodes as ``entity:<name>``) and every candidate's title (``titles``); with
+    ``png_path``, the case-study picture of the question's local graph is drawn there."""
     named = nodes_by_row(passages, entity_names, trace["candidates"])
     titles = {r: title for r, (_, title, _) in named.items()}
     if png_path is not None:
@@ -85,4 +85,5 @@ def explained(trace: dict[str, Any], passages: Sequence[Passage], question: str,
         "pruned_edges": [[ids[u], ids[v]] for u, v in trace["pruned_edges"]],
         "ppr": {ids[r]: mass for r, mass in trace["ppr"].items()},
         "top": [{"id": ids[r], "title": titles[r], "score": score} for r, score in trace["top"]],
+        "titles": {ids[r]: titles[r] for r in trace["candidates"]},
     }

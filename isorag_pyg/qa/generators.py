@@ -7,7 +7,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 
 class GeneratorError(RuntimeError):
     """The generator could not answer (unreachable endpoint, retries exhausted, bad response)."""
+
+
+class ReaderTimeout(GeneratorError):
+    """The generator did not answer within its timeout."""
 
 
 class Generator(Protocol):
@@ -80,6 +84,19 @@ class OpenAIChatGenerator:
             return err.status_code == 429 or err.status_code >= 500
         return isinstance(err, (ValueError, KeyError, AttributeError, IndexError, TypeError))  # malformed body
 
+    def _failure(self, err: Exception, attempts: int) -> GeneratorError:
+        """The error a failed request raises: :class:`ReaderTimeout` for a timeout, else :class:`GeneratorError`, one line."""
+        if isinstance(err, self._openai.APITimeoutError):
+            return ReaderTimeout(f"the generator at {self.base_url} did not answer within {self.client.timeout} s")
+        if isinstance(err, self._openai.APIConnectionError):
+            return GeneratorError(f"cannot reach the generator at {self.base_url}: {err}")
+        return GeneratorError(f"generation failed after {attempts} attempt(s): {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+
+    def stream(self, request: Request) -> AnswerStream:
+        """The answer to one request as the server generates it (one attempt, no cache):
+        iterate the :class:`AnswerStream` for its text pieces."""
+        return AnswerStream(self, request)
+
     def _complete(self, request: Request) -> tuple[Any, Any]:
         """One call: (response, its generated text)."""
         if isinstance(request, str):
@@ -104,9 +121,7 @@ class OpenAIChatGenerator:
                 return record
             except Exception as err:
                 if not self._retryable(err) or attempt == self.max_retries:
-                    if isinstance(err, self._openai.APIConnectionError):
-                        raise GeneratorError(f"cannot reach the generator at {self.base_url}: {err}") from err
-                    raise GeneratorError(f"generation failed after {attempt + 1} attempt(s): {type(err).__name__}: {err}") from err
+                    raise self._failure(err, attempt + 1) from err
                 delay = self.backoff * 2**attempt * (0.5 + random.random() / 2)
                 log.info("retrying after %s (attempt %d/%d, %.2fs)", type(err).__name__, attempt + 1, self.max_retries, delay)
                 time.sleep(delay)
@@ -139,6 +154,51 @@ class OpenAIChatGenerator:
             if error is not None:
                 raise error
             return [future.result() for future in futures]
+
+
+class AnswerStream:
+    """One streamed answer from an :class:`OpenAIChatGenerator`: iterating yields its text
+    pieces (the server's stop strings end it); :meth:`close`, from any thread, closes the
+    connection, which ends the server's generation. ``prompt_tokens`` and ``completion_tokens``:
+    the server's usage when it sends one, else ``None`` and the pieces received."""
+
+    def __init__(self, generator: OpenAIChatGenerator, request: Request):
+        self.generator, self.request = generator, request
+        self.prompt_tokens: int | None = None
+        self.completion_tokens = 0
+        self.closed = False
+        self._chunks: Any = None
+
+    def __iter__(self) -> Iterator[str]:
+        g, chat = self.generator, not isinstance(self.request, str)
+        received = False
+        try:
+            if chat:
+                self._chunks = g.client.chat.completions.create(model=g.model, messages=self.request, stream=True, **g.params)
+            else:
+                self._chunks = g.client.completions.create(model=g.model, prompt=self.request, stream=True, **g.params)
+            if self.closed:
+                return
+            for chunk in self._chunks:
+                received = True
+                if (usage := getattr(chunk, "usage", None)) is not None:
+                    self.prompt_tokens, self.completion_tokens = usage.prompt_tokens, usage.completion_tokens
+                if chunk.choices and (piece := chunk.choices[0].delta.content if chat else chunk.choices[0].text):
+                    self.completion_tokens += usage is None
+                    yield piece
+        except Exception as err:
+            if not self.closed:
+                raise g._failure(err, 1) from err
+        finally:
+            cancelled = self.closed
+            self.close()
+        if not received and not cancelled:
+            raise GeneratorError(f"the generator at {g.base_url} sent no completion (not an OpenAI-compatible stream)")
+
+    def close(self) -> None:
+        self.closed = True
+        if self._chunks is not None:
+            self._chunks.close()
 
 
 class TransformersGenerator:

@@ -1,9 +1,11 @@
-"""Score a generator on questions with their retrieved passages: EM, F1 and prompt tokens."""
+"""Score a generator on questions with their retrieved passages: EM, F1 and prompt tokens (the
+answer scored without its citation markers, as the product's answers are)."""
 from __future__ import annotations
 
 from typing import Any
 
 from isorag_pyg.datasets.types import Passage, Question
+from isorag_pyg.qa.citations import without_markers
 from isorag_pyg.qa.generators import Generator
 from isorag_pyg.qa.metrics import exact_match, token_f1
 from isorag_pyg.qa.prompt import PromptTemplate
@@ -16,8 +18,9 @@ def answer_questions(
     records = generator.generate([template.request(q.text, p) for q, p in zip(questions, passages)])
     rows = []
     for q, record in zip(questions, records):
-        rows.append({"id": q.id, "answer": record["answer"], "gold": q.answers, "em": exact_match(record["answer"], q.answers),
-                     "f1": token_f1(record["answer"], q.answers), "prompt_tokens": record.get("prompt_tokens")})
+        answer = without_markers(record["answer"])
+        rows.append({"id": q.id, "answer": record["answer"], "gold": q.answers, "em": exact_match(answer, q.answers),
+                     "f1": token_f1(answer, q.answers), "prompt_tokens": record.get("prompt_tokens")})
     counted = [r["prompt_tokens"] for r in rows if r["prompt_tokens"] is not None]
     metrics = {
         "em": sum(r["em"] for r in rows) / len(rows),

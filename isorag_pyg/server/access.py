@@ -6,7 +6,8 @@
 1. ``Host`` must name one of the allowed hosts (by default the loopback names ``localhost``,
    ``127.0.0.1``, ``::1``; any port): a web page whose domain an attacker re-points at this
    machine (DNS rebinding) sends its own name and is refused (400).
-2. With an API key, every path but ``/health`` needs ``Authorization: Bearer <key>`` (401
+2. With an API key, every path but ``/health`` and the web page's files (they hold no data;
+   the page's own requests send the key) needs ``Authorization: Bearer <key>`` (401
    otherwise); the comparison takes the same time whatever the key sent.
 3. A request that changes state (any method but GET, HEAD and OPTIONS, on a route that takes
    it) must be ``application/json`` (415) and carry no ``Origin`` other than the server's own
@@ -25,10 +26,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from isorag_pyg.server.page import PAGE_PATHS
 from isorag_pyg.server.schema import error_response
 
-#: Paths that answer without the API key (liveness probes).
-OPEN_PATHS = frozenset({"/health"})
+#: Paths that answer without the API key: the liveness probe and the web page's files.
+OPEN_PATHS = frozenset({"/health"}) | PAGE_PATHS
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

@@ -1,4 +1,8 @@
-"""The HTTP API (FastAPI): ``POST /retrieve``, ``POST /reload``, ``GET /health``, ``GET /info``.
+"""The HTTP API (FastAPI): ``POST /retrieve``, ``POST /reload``, ``GET /health``, ``GET /info``;
+with a reader, answers too: ``POST /answer`` (:mod:`~isorag_pyg.server.answers`) and the
+OpenAI-compatible ``GET /v1/models``, ``POST /v1/chat/completions``
+(:mod:`~isorag_pyg.server.openai_api`); ``POST /explain`` (:mod:`~isorag_pyg.server.explain`) and
+the web page at ``GET /`` (:mod:`~isorag_pyg.server.page`).
 
 Every route, those added to the app later included, sits behind the access checks (Host
 allow-list, API key, no cross-site writes: :mod:`~isorag_pyg.server.access`) and the body
@@ -25,12 +29,17 @@ from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.encoders.query_cache import LRUQueryEncoder
 from isorag_pyg.index import RETRIEVERS, ISORAGIndex
 from isorag_pyg.index.results import answer_json
+from isorag_pyg.qa.reader_spec import Reader
 from isorag_pyg.server.access import OPEN_PATHS, AccessGuard
+from isorag_pyg.server.answers import answer_router
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.body_limit import BodyLimit
 from isorag_pyg.server.connection_gate import ConnectionGate
 from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
+from isorag_pyg.server.explain import explain_router
 from isorag_pyg.server.latency import LatencyHistogram
+from isorag_pyg.server.openai_api import openai_router
+from isorag_pyg.server.page import page_router
 from isorag_pyg.server.reloading import DISK_CHECK_S, Served, ServedIndex
 from isorag_pyg.server.schema import (
     ERROR_RESPONSES,
@@ -58,7 +67,7 @@ STATS = ("requests", "questions", "batches", "encoder_calls", "retrieval_calls",
          "failed_requests", "largest_batch")
 
 
-def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), verify: bool = True) -> FastAPI:
+def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), verify: bool = True, reader: Reader | None = None) -> FastAPI:
     """The server over a loaded index. The app owns a :class:`ServedIndex` (``app.state.served``:
     the current :class:`RetrievalEngine`, counters in ``/health``; reloaded from the directory
     the index was loaded from) and a :class:`MicroBatcher` feeding it, started and stopped with
@@ -66,7 +75,9 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     or :data:`~isorag_pyg.server.reloading.DISK_CHECK_S`, and with ``watch_seconds`` a newly
     saved version served). A reloaded
     version keeps the encoder (query cache included) when its fingerprint is the same, and gets
-    its own encoder behind a fresh query cache when it is not."""
+    its own encoder behind a fresh query cache when it is not. ``reader`` answers ``POST /answer``
+    and ``/v1/chat/completions`` (``None``: they answer 503, retrieval only); the app closes it
+    when it stops."""
 
     def serving_encoder(encoder: TextEncoder) -> TextEncoder:
         return LRUQueryEncoder(encoder, settings.query_cache) if settings.query_cache else encoder
@@ -109,6 +120,8 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
                 watcher.cancel()
             await batcher.close()
             served.unfreeze()
+            if reader is not None:
+                await asyncio.to_thread(reader.close)
 
     app = FastAPI(title="isorag", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES,
                   description="ISO-RAG retrieval with dynamic micro-batching.")
@@ -173,8 +186,12 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
     @app.get("/info")
     async def info() -> dict[str, Any]:
         """The served version and passage count, the index's manifest (encoder, graph, f_θ, φ,
-        knobs, counts), retrievers and settings."""
+        knobs, counts), retrievers, settings and the reader's model (``None``: no reader)."""
         return {"version": served.version, "passages": len(served.index), "reloads": served.reloads, "index": served.index.info(),
-                "retrievers": list(RETRIEVERS), "settings": settings.to_dict()}
+                "retrievers": list(RETRIEVERS), "settings": settings.to_dict(), "reader": reader.name if reader is not None else None}
 
+    app.include_router(answer_router(reader, batcher, settings))
+    app.include_router(openai_router(reader, batcher, settings))
+    app.include_router(explain_router(served, settings))
+    app.include_router(page_router())
     return app

@@ -7,8 +7,12 @@ import resource
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from isorag_pyg.server.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from isorag_pyg.qa.reader_spec import Reader
 
 #: Seconds in-flight requests get to finish after SIGINT / SIGTERM.
 GRACEFUL_SHUTDOWN_S = 5
@@ -70,10 +74,11 @@ def exposed(settings: ServerSettings, host: str, bound: str) -> ServerSettings:
 
 
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, settings: ServerSettings = ServerSettings(),
-          verify: bool = True, threads: int | None = None, encoder_backend: str | None = None) -> None:
+          verify: bool = True, threads: int | None = None, encoder_backend: str | None = None, reader: Reader | None = None) -> None:
     """Serve the index in ``index_dir`` over HTTP until interrupted, with ``threads`` torch
     threads for encoding and retrieval (default: torch's, one per core), questions embedded on
-    ``encoder_backend`` (default: the index's; another must have the same fingerprint). Prints
+    ``encoder_backend`` (default: the index's; another must have the same fingerprint), answers by
+    ``reader`` (``None``: retrieval only; a ``gguf`` reader starts on the first question). Prints
     ``isorag serve: listening on http://HOST:PORT ...`` to stderr once the model is loaded."""
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
@@ -98,7 +103,7 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
             from isorag_pyg.encoders.spec import encoder_from_spec
 
             index.encoder = encoder_from_spec(index.encoder_spec, encoder_backend, cache_dir=None, show_progress=False)
-        app = create_app(index, settings, verify=verify)
+        app = create_app(index, settings, verify=verify, reader=reader)
         del index  # a reload frees this version: only the app's ServedIndex holds it
         served = app.state.served
         served.engine.warm_up()
@@ -108,7 +113,8 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, sett
         batching = (f"micro-batching: window {settings.batch_window_ms:g} ms, max {settings.max_batch} questions"
                     if settings.batching else "micro-batching off")
         print(f"isorag serve: listening on http://{url_host}:{bound_port} ({len(served.index)} passages, version {served.version}; "
-              f"{batching}; {torch.get_num_threads()} torch threads; encoder backend {getattr(served.index.encoder, 'backend', 'torch')})",
+              f"{batching}; {torch.get_num_threads()} torch threads; encoder backend {getattr(served.index.encoder, 'backend', 'torch')}; "
+              f"reader {reader.name if reader is not None else 'none'})",
               file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", backlog=BACKLOG,
                                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, timeout_keep_alive=KEEP_ALIVE_S,

@@ -19,7 +19,7 @@ from isorag_pyg.server.engine import RetrievalRequest
 from isorag_pyg.server.settings import ServerSettings
 
 
-def _integral(value: Any) -> Any:
+def integral(value: Any) -> Any:
     """A JSON number without a fraction (``5.0``) as the integer it is; anything else as it is."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
@@ -31,8 +31,17 @@ class RetrieveBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     questions: list[str]
-    k: Annotated[int, BeforeValidator(_integral)] = defaults.K
+    k: Annotated[int, BeforeValidator(integral)] = defaults.K
     retriever: str = defaults.RETRIEVER
+
+
+class ExplainBody(BaseModel):
+    """``POST /explain``'s body: one question and ``k`` (strict, as :class:`RetrieveBody`)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    question: str
+    k: Annotated[int, BeforeValidator(integral)] = defaults.K
 
 
 class ReloadBody(BaseModel):
@@ -53,6 +62,27 @@ class Answer(BaseModel):
 
     question: str
     results: list[Passage]
+
+
+class Ranked(BaseModel):
+    id: str
+    title: str
+    score: float
+
+
+class Explanation(BaseModel):
+    """ISO-RAG's local graph for one question, nodes by id (``index.explain``): seeds, query-matched
+    entity seeds, candidates, kept and pruned edges, PPR mass, the top ``k`` and every candidate's title."""
+
+    question: str
+    seeds: list[str]
+    entity_seeds: list[str]
+    candidates: list[str]
+    kept_edges: list[tuple[str, str]]
+    pruned_edges: list[tuple[str, str]]
+    ppr: dict[str, float]
+    top: list[Ranked]
+    titles: dict[str, str]
 
 
 class ErrorBody(BaseModel):
@@ -99,6 +129,15 @@ def checked_request(body: RetrieveBody, settings: ServerSettings) -> RetrievalRe
     return RetrievalRequest(tuple(body.questions), body.k, body.retriever)
 
 
+def checked_explain(body: ExplainBody, settings: ServerSettings) -> tuple[str, int]:
+    """``body``'s (question, k), or :class:`RequestError` naming what is wrong."""
+    try:
+        request = checked_request(RetrieveBody(questions=[body.question], k=body.k), settings)
+    except RequestError as err:
+        raise RequestError(str(err).replace("question 0 ", "the question ", 1)) from None
+    return request.questions[0], request.k
+
+
 #: A character that is not whitespace as ``str.strip`` sees it (a question must hold one), written
 #: out: JSON Schema's ``\S`` follows JavaScript, for which U+001C-U+001F and U+0085 are not space.
 NOT_SPACE = r"[^\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
@@ -113,6 +152,13 @@ def retrieve_body_schema(settings: ServerSettings) -> dict[str, Any]:
         "questions": {"type": "array", "items": question, "minItems": 1, "maxItems": settings.max_questions},
         "k": {"type": "integer", "minimum": 1, "maximum": settings.max_k, "default": defaults.K},
         "retriever": {"type": "string", "enum": list(RETRIEVERS), "default": defaults.RETRIEVER}}}
+
+
+def explain_body_schema(settings: ServerSettings) -> dict[str, Any]:
+    """The JSON schema of the bodies :func:`checked_explain` accepts under ``settings``."""
+    question = retrieve_body_schema(settings)["properties"]["questions"]["items"]
+    return {"title": "ExplainBody", "type": "object", "additionalProperties": False, "required": ["question"], "properties": {
+        "question": question, "k": {"type": "integer", "minimum": 1, "maximum": settings.max_k, "default": defaults.K}}}
 
 
 def declare_api_key(openapi: Callable[[], dict[str, Any]], open_paths: Iterable[str]) -> Callable[[], dict[str, Any]]:

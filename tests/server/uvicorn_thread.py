@@ -26,12 +26,12 @@ async def echo_app(scope, receive, send) -> None:
 
 
 @contextlib.contextmanager
-def serving(app, gate: ConnectionGate | None = None, read_timeout: float = 1.0) -> Iterator[tuple[str, int]]:
-    """(host, port) of ``app`` served until the block ends."""
+def serving(app, gate: ConnectionGate | None = None, read_timeout: float = 1.0, lifespan: str = "off") -> Iterator[tuple[str, int]]:
+    """(host, port) of ``app`` served until the block ends (``lifespan="on"``: its startup and shutdown run too)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     protocol = guarded_protocol(AutoHTTPProtocol, read_timeout, gate or ConnectionGate(64, 64))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", http=protocol, backlog=4096))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan, http=protocol, backlog=4096))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

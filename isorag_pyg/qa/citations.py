@@ -1,0 +1,51 @@
+"""Citations in an answer: the ``[n]`` markers naming the prompt's numbered passages, or, for an
+answer without markers (a small reader often writes none), the best-ranked passage that contains
+the answer, marked as matched rather than cited."""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from isorag_pyg.qa.metrics import normalize_answer
+
+#: What the prompt tells the reader to answer when the passages do not hold the answer.
+NOT_FOUND = "the documents do not contain the answer"
+
+#: A citation marker: ``[3]``, or several numbers in one pair of brackets (``[1, 2]``).
+MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+def cited_numbers(answer: str, passages: int) -> list[int]:
+    """The passage numbers ``answer`` cites, in the order first cited, each once; numbers
+    outside ``1..passages`` (no such passage in the prompt) are left out.
+
+    Example:
+        >>> cited_numbers("Paris [2][1], not Lyon [2] [9]", passages=5)
+        [2, 1]
+    """
+    numbers = (int(n) for found in MARKER.findall(answer) for n in found.split(","))
+    return list(dict.fromkeys(n for n in numbers if 1 <= n <= passages))
+
+
+def without_markers(answer: str) -> str:
+    """``answer`` without its citation markers, the text EM and F1 are scored on.
+
+    Example:
+        >>> without_markers("Stephen King [2]")
+        'Stephen King'
+    """
+    return re.sub(r"\s+", " ", MARKER.sub("", answer)).strip()
+
+
+def matched_number(answer: str, texts: Sequence[str]) -> int | None:
+    """The number (1-based) of the first of ``texts`` whose normalised words contain the answer's
+    (``None``: none does, or the answer is empty or says the documents do not hold it).
+
+    Example:
+        >>> matched_number("Paris.", ["Lyon is a city.", "The capital is Paris, France."])
+        2
+    """
+    wanted = normalize_answer(without_markers(answer))
+    if not wanted or wanted == normalize_answer(NOT_FOUND):
+        return None
+    return next((n for n, text in enumerate(texts, 1) if f" {wanted} " in f" {normalize_answer(text)} "), None)
