@@ -197,6 +197,38 @@ class PPRKnobs(Knobs):
 
 
 @dataclass(frozen=True)
+class HippoRAGKnobs(Knobs):
+    """HippoRAG 2's global walk (:class:`~isorag_pyg.retrieval.HippoRAGRetriever`), with its
+    published settings as defaults: damping 0.5, passage-node weight 0.05, query-matched entity
+    seeds weighted by the inverse of the number of passages that mention them, the 5 heaviest kept.
+
+    Args:
+        alpha: the probability of following an edge (igraph's ``damping``).
+        passage_node_weight: the teleport weight of every passage, times its min-max scaled
+            cosine with the question (the entity seeds weigh 1 / their passages each).
+        linking_top_k: the entity seeds kept per question, heaviest first.
+        edge_weights: the walk follows the graph's edge weights (the mention weights of an
+            entity graph) instead of every edge alike.
+        tol, max_iter, query_chunk: as in :class:`PPRKnobs`.
+    """
+
+    alpha: float = 0.5
+    passage_node_weight: float = 0.05
+    linking_top_k: int = 5
+    edge_weights: bool = False
+    tol: float = 1e-6
+    max_iter: int = 50
+    query_chunk: int | None = None
+
+    def __post_init__(self) -> None:
+        check_alpha(self.alpha)
+        if not self.passage_node_weight >= 0:
+            raise ValueError(f"passage_node_weight must be >= 0, got {self.passage_node_weight}")
+        if self.linking_top_k < 1:
+            raise ValueError(f"linking_top_k must be >= 1, got {self.linking_top_k}")
+
+
+@dataclass(frozen=True)
 class DenseKnobs(Knobs):
     """Flat dense retrieval's knobs: ``query_chunk`` as in :class:`ISOKnobs`."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")  #: a copy of encoders.backends.BACKENDS (tested equal)
-RETRIEVER_NAMES = ("iso", "iso_uniform", "iso_shuffled", "iso_random", "dense", "bm25", "ppr")  #: the built-in retrievers (tested equal)
+RETRIEVER_NAMES = ("iso", "iso_uniform", "iso_shuffled", "iso_random", "dense", "bm25", "ppr", "hipporag")  #: the built-in retrievers (tested equal)
 
 
 class _Parser(argparse.ArgumentParser):
