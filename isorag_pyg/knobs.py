@@ -128,6 +128,13 @@ class ISOKnobs(Knobs):
             passage) rather than back to them (only a passage left with no other edge restarts
             through the teleport, as every dead end does; the default was chosen on training
             questions: the project's benchmark docs, corpora without titles).
+        bridge_share: the share of passages, those with the highest bridging scores (how much
+            each inflates its neighbours' isoperimetric profiles, computed with φ:
+            :func:`~isorag_pyg.utils.bridging.bridging_score`), that the walk leaves out: their
+            edges and their unique-mention seeds (they stay retrievable by their cosine). A
+            passage written to tie unrelated entities together (corpus poisoning) is their only
+            bridge and ranks first; ``0`` turns it off. The φ ablations (``phi_mode``) ablate
+            the scores too.
         unique_mention_seeds: on an entity graph, an entity the question names that only one
             passage mentions (no entity node: it links nothing) seeds that passage, as an entity
             node of degree 1 would: it shares the ``entity_seeds`` teleport mass with weight 1.
@@ -153,10 +160,13 @@ class ISOKnobs(Knobs):
     entity_seeds: float = 0.5
     reenter_entity_seeds: bool = False
     unique_mention_seeds: bool = True
+    bridge_share: float = 0.01
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.entity_seeds < 1.0:
             raise ValueError(f"entity_seeds must lie in [0, 1), got {self.entity_seeds}")
+        if not 0.0 <= self.bridge_share < 1.0:
+            raise ValueError(f"bridge_share must lie in [0, 1), got {self.bridge_share}")
         if self.num_seeds < 1 or self.hops < 0 or self.max_expansion < 0:
             raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
         if self.over_retrieval < 1:

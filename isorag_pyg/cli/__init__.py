@@ -18,7 +18,7 @@ from isorag_pyg.cli.build import run_index
 from isorag_pyg.cli.parser import build_parser
 from isorag_pyg.cli.read import run_info, run_query
 from isorag_pyg.cli.serve import run_serve
-from isorag_pyg.cli.update import run_add, run_remove, run_tune
+from isorag_pyg.cli.update import run_add, run_quarantine, run_remove, run_tune
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,7 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # libraries print notices to stdout (e.g. transformers under WANDB_MODE=offline): send
         # them to stderr, so stdout carries only the answer (and --json stays parseable)
         with contextlib.redirect_stdout(sys.stderr):
-            commands = {"index": run_index, "query": run_query, "info": run_info, "add": run_add, "remove": run_remove, "tune": run_tune, "serve": run_serve}
+            commands = {"index": run_index, "query": run_query, "info": run_info, "add": run_add, "remove": run_remove, "tune": run_tune,
+                        "quarantine": run_quarantine, "serve": run_serve}
             lines = commands[args.command](args)
         out.write("".join(f"{line}\n" for line in lines))
     except KeyboardInterrupt:

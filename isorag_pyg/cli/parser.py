@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--max-tokens", type=int, default=None,
                        help=f"tokens per passage when splitting documents (default: the index's own, else {defaults.MAX_TOKENS})")
 
+    add.add_argument("--quarantine", action="store_true",
+                     help="quarantine the added passages that rank among the strongest bridges (default: report them; the walk leaves them out either way)")
+
     remove = commands.add_parser("remove", help="remove passages from an index by id (saved atomically)")
     remove.add_argument("index_dir")
     remove.add_argument("ids", nargs="+", help="passage ids")
@@ -86,7 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--folds", type=int, default=defaults.TUNE_FOLDS, help=f"cross-validation folds (default: {defaults.TUNE_FOLDS})")
     tune.add_argument("-k", type=int, default=defaults.K, help=f"the Recall@k the grid is scored by (default: {defaults.K})")
     tune.add_argument("--dry-run", action="store_true", help="report, but do not store the knobs")
-    for writer in (build, add, remove, tune):
+    quarantine = commands.add_parser("quarantine", help="keep passages out of the walk until released; list the strongest bridges")
+    quarantine.add_argument("index_dir")
+    quarantine.add_argument("ids", nargs="*", help="passage ids to quarantine (none: only list)")
+    quarantine.add_argument("--release", action="store_true", help="release the ids instead")
+    quarantine.add_argument("--top", type=int, default=10, help="strongest bridges listed (default: 10)")
+    for writer in (build, add, remove, tune, quarantine):
         writer.add_argument("--lock-timeout", type=float, default=defaults.LOCK_TIMEOUT_S,
                             help=f"seconds to wait for another writer of the index to finish (default: {defaults.LOCK_TIMEOUT_S:g})")
 

@@ -21,12 +21,13 @@ from isorag_pyg import defaults
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.encoders.spec import check_encoder, encoder_from_spec
+from isorag_pyg.index.bridges import Bridge, strongest_bridges
 from isorag_pyg.index.build import build_index
 from isorag_pyg.index.corpus import corpus_tokenizer, read_corpus
-from isorag_pyg.index.f_theta import FTheta, adopt_f_theta, check_phi_spec, train_f_theta
-from isorag_pyg.index.registry import check_retriever_name, make_retriever
+from isorag_pyg.index.f_theta import IndexGeometry
+from isorag_pyg.index.registry import check_retriever_name, make_retriever, resolve_knobs
 from isorag_pyg.index.results import RetrievedPassage, explained, retrieved_passages
-from isorag_pyg.index.update import Updatable, UpdateReport, added, removed
+from isorag_pyg.index.update import Updatable, UpdateReport, added, removed, rows_of
 from isorag_pyg.knobs import Knobs, PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval import ANNIndex, Queries, RetrievalGraph, Retriever
@@ -38,7 +39,7 @@ from isorag_pyg.store.passages import PassageStore
 from isorag_pyg.store.storage import StoredANN, ann_info, index_manifest, load_index, save_index
 from isorag_pyg.training.config import FThetaConfig
 from isorag_pyg.utils.device import device_of
-from isorag_pyg.utils.isoperimetric import log_phi_from_ball
+from isorag_pyg.utils.isoperimetric import log_volumes_of
 
 
 def _content(name: str) -> Any:
@@ -46,7 +47,7 @@ def _content(name: str) -> Any:
     return property(lambda self: getattr(self.contents, name), doc=f"``contents.{name}`` (read-only; an update replaces the contents).")
 
 
-class ISORAGIndex:
+class ISORAGIndex(IndexGeometry):
     """An ISO-RAG index over a corpus.
 
     Build one with :meth:`build` (from passages, or :meth:`read_corpus` of a file or folder),
@@ -71,7 +72,7 @@ class ISORAGIndex:
                  f_theta: PoincareEncoder | None = None, f_theta_info: dict[str, Any] | None = None,
                  knobs: Mapping[str, Mapping[str, Any]] | None = None, created: str | None = None,
                  ann: ANNIndex | StoredANN | None = None, next_id: int | None = None, origin: tuple[Path, int] | None = None,
-                 max_tokens: int | None = None):
+                 max_tokens: int | None = None, quarantined: Sequence[str] = ()):
         self.contents, self.encoder_spec, self.phi, self.graph_spec = contents, encoder, phi, graph_spec
         self.f_theta, self.f_theta_info = f_theta, f_theta_info
         self.knobs: dict[str, dict[str, Any]] = {name: dict(values) for name, values in (knobs or {}).items()}
@@ -80,6 +81,7 @@ class ISORAGIndex:
         self._next_id, self.origin = next_id, origin  # origin: see generation
         self.max_tokens = defaults.MAX_TOKENS if max_tokens is None else max_tokens  # tokens a passage when isorag add splits documents
         self._encoder: TextEncoder | None = None
+        self.quarantined: list[str] = list(quarantined)  # passage ids left out of the walk until released
         self._drop_caches()
 
     def _drop_caches(self) -> None:
@@ -91,6 +93,7 @@ class ISORAGIndex:
     embeddings: Tensor = _content("embeddings")
     graph: Data = _content("graph")
     log_phi: Tensor = _content("log_phi")
+    bridging: Tensor = _content("bridging")
     z: Tensor | None = _content("z")
     knn_edges: Tensor | None = _content("knn_edges")
     statistics: dict[str, Any] = _content("statistics")
@@ -127,7 +130,7 @@ class ISORAGIndex:
         """The constructor arguments that reproduce this index (what :meth:`save` writes)."""
         return {"contents": self.contents, "encoder": self.encoder_spec, "phi": self.phi, "graph_spec": self.graph_spec,
                 "f_theta": self.f_theta, "f_theta_info": self.f_theta_info, "knobs": self.knobs, "created": self.created, "ann": self._ann,
-                "next_id": self.next_id, "max_tokens": self.max_tokens}
+                "next_id": self.next_id, "max_tokens": self.max_tokens, "quarantined": self.quarantined}
 
     def save(self, directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOUT_S) -> Path:
         """Write the index to ``directory`` atomically (a crash leaves any previous index there intact)
@@ -148,39 +151,6 @@ class ISORAGIndex:
         """Deprecated: the former name of :meth:`info` (a ``DeprecationWarning``; removed in a later release)."""
         warnings.warn("ISORAGIndex.manifest() is deprecated: use ISORAGIndex.info()", DeprecationWarning, stacklevel=2)
         return self.info()
-
-    def _take_f_theta(self, fitted: FTheta) -> None:
-        self.f_theta, self.f_theta_info = fitted.encoder, fitted.info
-        self.contents = self.contents.replace(z=fitted.z)
-        self._phi_variants = {}
-
-    def train_f_theta(self, config: FThetaConfig | None = None, work_dir: str | Path | None = None, logger: Any = False,
-                      ckpt_path: str | Path | None = None, update_phi: bool = True) -> dict[str, float]:
-        """Train f_θ on this index's graph (in the ball of curvature ``phi.curvature``; default
-        config: :class:`FThetaConfig`'s), keep its weights and every passage's coordinates, and
-        (``update_phi``) recompute φ; returns the held-out metrics."""
-        fitted = train_f_theta(self.graph, config or FThetaConfig(), self.phi.curvature, work_dir, logger, ckpt_path)
-        self._take_f_theta(fitted)
-        if update_phi:
-            self.set_phi(self.phi)
-        return fitted.info["metrics"]
-
-    def use_f_theta(self, encoder: PoincareEncoder) -> None:
-        """Use an f_θ trained elsewhere (e.g. another index's): coordinates from its forward pass
-        (φ is recomputed by :meth:`set_phi`)."""
-        self._take_f_theta(adopt_f_theta(encoder, self.graph.x, self.phi.curvature))  # an entity graph's entities too
-
-    def set_phi(self, spec: PhiSpec) -> None:
-        """Recompute and keep φ under ``spec`` (the φ that retrieval uses and :meth:`save` writes)."""
-        log_phi = self.log_phi_for(spec)
-        self.phi, self.contents = spec, self.contents.replace(log_phi=log_phi)
-
-    def log_phi_for(self, spec: PhiSpec) -> Tensor:
-        """φ under another recipe (e.g. ``p = 0`` as a control), from the stored coordinates."""
-        if spec not in self._phi_variants or spec.curvature != self.phi.curvature:
-            check_phi_spec(spec, self.phi.curvature, self.z)
-            self._phi_variants[spec] = log_phi_from_ball(self.graph.edge_index, self.z, spec, num_nodes=self.graph.num_nodes)
-        return self._phi_variants[spec]
 
     def set_ann(self, kind: str, params: Mapping[str, int] | None = None) -> None:
         """Build the ANN index ISO-RAG, its ablations and dense take candidates from (kept by :meth:`save`): FAISS
@@ -297,4 +267,28 @@ class ISORAGIndex:
         removed passages are updated as a rebuild would. An unknown id is an error."""
         contents, ann, report = removed(self._updatable(), ids)
         self._take_update(contents, ann)
+        self.quarantined = [i for i in self.quarantined if self.passages.row_of(i) is not None]
         return report
+
+    @property
+    def quarantine_mask(self) -> Tensor:
+        """``[N]`` bool over the graph's nodes: the quarantined passages."""
+        mask = torch.zeros(self.graph.num_nodes, dtype=torch.bool)
+        mask[[self.passages.row_of(i) for i in self.quarantined]] = True
+        return mask
+
+    def quarantine(self, ids: Iterable[str], release: bool = False) -> list[str]:
+        """Leave these passages out of every walk until they are released (``release=True``
+        releases them); kept by :meth:`save`. Returns the ids quarantined now. An unknown id is an error."""
+        ids = [self.passages[r].id for r in rows_of(self.passages, ids, "quarantine").tolist()]
+        self.quarantined = [i for i in self.quarantined if i not in ids] if release else list(dict.fromkeys([*self.quarantined, *ids]))
+        self._drop_caches()
+        return self.quarantined
+
+    def bridges(self, top: int = 10, ids: Iterable[str] | None = None) -> list[Bridge]:
+        """The ``top`` passages by bridging score (or the passages ``ids``), highest first, with what
+        they tie together and whether the walk leaves them out (:func:`~isorag_pyg.index.bridges.strongest_bridges`)."""
+        rows = None if ids is None else rows_of(self.passages, ids, "bridges").tolist()
+        share = resolve_knobs("iso", self.knobs, {})[0].bridge_share
+        log_vol = log_volumes_of(self.z, self.phi, self.graph.num_nodes)
+        return strongest_bridges(self.passages, self.graph, log_vol, self.phi, self.bridging, share, self.quarantined, top, rows)

@@ -37,6 +37,8 @@ class RetrieverSource(Protocol):
     passages: Sequence[Passage]
     phi: PhiSpec
     log_phi: Tensor
+    bridging: Tensor
+    quarantine_mask: Tensor  # [N] bool: passages a user quarantined
     ann: ANNIndex | None
     graph: Any  # the corpus graph (``Data``; an entity graph's ``entity_names``)
     graph_spec: dict[str, Any]  # the builders and their arguments
@@ -60,7 +62,8 @@ def _entity_matcher(source: RetrieverSource, unique_mentions: bool = True) -> Qu
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
     log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
     matcher = _entity_matcher(source, knobs.unique_mention_seeds) if knobs.entity_seeds > 0 else None
-    return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher)
+    return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher, bridging=source.bridging,
+                        quarantined=source.quarantine_mask)
 
 
 def _hipporag(source: RetrieverSource, knobs: HippoRAGKnobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:

@@ -32,6 +32,7 @@ from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.store.contents import IndexContents
 from isorag_pyg.store.passages import PassageStore
+from isorag_pyg.utils.bridging import bridging_from_ball
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,8 @@ def _apply(index: Updatable, corpus: list[Passage], x: Tensor, old_to_new: Tenso
         report.phi_recomputed = data.num_nodes
         ann = updated_ann(index.ann, x, added_rows, bool(kept_old.all()), report)
         statistics = {**graph_statistics(data), "builders": list(data.builders)}
-        return IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, knn_edges), ann
+        bridging = bridging_from_ball(data.edge_index, z, index.phi, num_nodes=data.num_nodes)
+        return IndexContents(PassageStore(corpus), x, data, log_phi, bridging, statistics, corpus_hash(corpus), z, knn_edges), ann
 
     ends = old_to_new[old.graph.edge_index]
     old_edges = ends[:, (ends >= 0).all(0)]
@@ -174,7 +176,8 @@ def _apply(index: Updatable, corpus: list[Passage], x: Tensor, old_to_new: Tenso
     report.phi_recomputed = int(nodes.numel())
     ann = updated_ann(index.ann, x, added_rows, bool(kept_old.all()), report)
     statistics = {**graph_statistics(data), "builders": list(data.builders)}
-    return IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, knn_edges), ann
+    bridging = bridging_from_ball(data.edge_index, z, index.phi, num_nodes=n)  # every node: a passage's score reads 2 hops around it
+    return IndexContents(PassageStore(corpus), x, data, log_phi, bridging, statistics, corpus_hash(corpus), z, knn_edges), ann
 
 
 def updated_ann(ann: ANNIndex | None, x: Tensor, added_rows: Tensor, appended_only: bool, report: UpdateReport) -> ANNIndex | None:
@@ -231,12 +234,14 @@ def _member(keys: Tensor, sorted_keys: Tensor) -> Tensor:
     return sorted_keys[slot] == keys
 
 
-def rows_of(passages: PassageStore, ids: Iterable[str]) -> Tensor:
+def rows_of(passages: PassageStore, ids: Iterable[str], verb: str = "remove") -> Tensor:
+    """The sorted distinct rows of passage ``ids`` (``verb`` names the caller in errors: a string
+    instead of a list, no id, an unknown id)."""
     if isinstance(ids, str):
-        raise TypeError(f"remove() takes a list of passage ids, got the string {ids!r} (write [{ids!r}])")
+        raise TypeError(f"{verb}() takes a list of passage ids, got the string {ids!r} (write [{ids!r}])")
     ids = list(ids)
     if not ids:
-        raise ValueError("remove() needs at least one passage id")
+        raise ValueError(f"{verb}() needs at least one passage id")
     rows = [passages.row_of(str(i)) for i in ids]
     if missing := [i for i, r in zip(ids, rows) if r is None]:
         raise ValueError(f"no passage with id {missing[0]!r} in the index" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
