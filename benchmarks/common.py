@@ -15,7 +15,7 @@ import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -356,6 +356,7 @@ class Attack:
     groups: list[list[int]]
     modified: list[Passage]
     description: str
+    wrong_answers: dict[int, str] = field(default_factory=dict)  # answer injection: target -> the attacker's answer
 
     def corpus(self, clean: list[Passage]) -> list[Passage]:
         """``clean`` with the modified passages replaced and the injected ones appended (what a rebuild indexes)."""
@@ -474,18 +475,20 @@ def answer_injection(questions: list[Question], targets: list[int], seed: int | 
     statement template each)."""
     rng = random.Random(f"{seed}-answer")
     pool = [q.answers[0] for q in questions if q.answers]
-    injected, groups = [], []
+    injected, groups, wrong = [], [], {}
     for t in targets:
         q = questions[t]
-        wrong, focus = _wrong_answer(q, pool, rng), question_focus(q.text)
+        answer, focus = _wrong_answer(q, pool, rng), question_focus(q.text)
+        wrong[t] = answer
         entities = question_entities(q.text)
-        statements = _ANSWER_STATEMENTS + ([] if wrong in ("yes", "no") or not _WH.match(q.text) else _FOCUS_STATEMENTS)
+        statements = _ANSWER_STATEMENTS + ([] if answer in ("yes", "no") or not _WH.match(q.text) else _FOCUS_STATEMENTS)
         for j, statement in enumerate(rng.sample(statements, min(per_target, len(statements)))):
-            title = rng.choice([wrong, entities[0] if entities else wrong, f"{wrong} ({focus[:40]})"])
-            claim = statement.format(w=wrong, focus=focus)
+            title = rng.choice([answer, entities[0] if entities else answer, f"{answer} ({focus[:40]})"])
+            claim = statement.format(w=answer, focus=focus)
             injected.append(Passage(f"{POISON_PREFIX}answer-{t}-{j}", title, f"{q.text.strip()} {claim[0].upper()}{claim[1:]}"))
             groups.append([t])
-    return Attack("answer", injected, list(targets), groups, [], f"{per_target} passages per target (question + false statement), {len(targets)} targets")
+    return Attack("answer", injected, list(targets), groups, [], f"{per_target} passages per target (question + false statement), {len(targets)} targets",
+                  wrong)
 
 
 # --- 2. relation injection (GragPoison-like): the targets' entities tied to one invented entity

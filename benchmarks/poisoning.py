@@ -38,6 +38,7 @@ import argparse
 import json
 import logging
 import time
+from contextlib import ExitStack
 from typing import Any
 
 from benchmarks.common import (
@@ -51,27 +52,30 @@ from benchmarks.common import (
     poisoning_attacks,
     poisoning_cut,
     poisoning_targets,
+    reader_config,
     results_name,
     setup,
+    template,
     write_json,
 )
 from isorag_pyg import ISORAGIndex
 from isorag_pyg.datasets.types import Passage, Question
-from isorag_pyg.index import RETRIEVERS as REGISTERED
+from isorag_pyg.index.registry import resolve_knobs
+from isorag_pyg.qa import OpenAIChatGenerator, answer_questions, normalize_answer
+from isorag_pyg.qa.llama_server import LlamaServer
+from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.retrieval import Queries
+from isorag_pyg.utils.bridging import bridge_mask
 
-#: Compared side by side; a name the library's registry does not have yet (``hipporag``) is
-#: skipped with a note, and runs as soon as ``isorag_pyg.index.RETRIEVERS`` lists it.
-RETRIEVERS = ("dense", "bm25", "ppr", "iso", "iso_uniform", "iso_shuffled", "hipporag")
+#: Compared side by side: label -> (retriever name, knobs over the index's stored ones). ``iso``
+#: leaves its strongest bridges out of the walk (``bridge_share``); ``iso_no_bridges`` is ISO-RAG
+#: without that, as it was before the defense; the φ ablations ablate the bridging scores too.
+RETRIEVERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dense": ("dense", {}), "bm25": ("bm25", {}), "ppr": ("ppr", {}), "hipporag": ("hipporag", {}),
+    "iso": ("iso", {}), "iso_no_bridges": ("iso", {"bridge_share": 0.0}), "iso_uniform": ("iso_uniform", {}),
+    "iso_shuffled": ("iso_shuffled", {}),
+}
 K = 5
-
-
-def available(names: tuple[str, ...]) -> list[str]:
-    """The names the registry serves; a note for each it does not."""
-    for name in names:
-        if name not in REGISTERED:
-            print(f"note: retriever {name!r} is not in isorag_pyg.index.RETRIEVERS yet: skipped", flush=True)
-    return [name for name in names if name in REGISTERED]
 
 
 def build(corpus: list[Passage], encoder: MemoEncoder) -> ISORAGIndex:
@@ -84,13 +88,26 @@ def gold_rows(index: ISORAGIndex, questions: list[Question]) -> list[set[int]]:
     return [{r for g in q.gold_ids if (r := index.passages.row_of(g)) is not None} for q in questions]
 
 
-def top_k(index: ISORAGIndex, queries: Queries, names: list[str], k: int = K) -> dict[str, list[list[str]]]:
-    """Each retriever's top-``k`` passage ids per question (the index's stored knobs)."""
+def top_k(index: ISORAGIndex, queries: Queries, names: dict[str, tuple[str, dict[str, Any]]], k: int = K) -> dict[str, list[list[str]]]:
+    """Each retriever's top-``k`` passage ids per question (the index's stored knobs, then the label's)."""
     ids = index.passages.ids
     out = {}
-    for name in names:
-        rows = index.retriever(name, device="cpu").retrieve(queries, k).indices.tolist()
-        out[name] = [[ids[r] for r in row if r >= 0] for row in rows]
+    for label, (name, knobs) in names.items():
+        rows = index.retriever(name, device="cpu", **knobs).retrieve(queries, k).indices.tolist()
+        out[label] = [[ids[r] for r in row if r >= 0] for row in rows]
+    return out
+
+
+def bridging_report(index: ISORAGIndex, injected: set[str], shares: dict[str, float]) -> dict[str, Any]:
+    """How the bridging scores see the injected passages: their ranks among the passages (1 =
+    highest score), and for each ``bridge_share`` the injected and the other passages the walk leaves out."""
+    n = len(index)
+    order = index.bridging[:n].argsort(descending=True).tolist()
+    rank = {index.passages[r].id: i + 1 for i, r in enumerate(order)}
+    out: dict[str, Any] = {"injected_ranks": sorted(rank[i] for i in injected)}
+    for label, share in shares.items():
+        left = {index.passages[r].id for r in bridge_mask(index.bridging, share, n).nonzero().squeeze(1).tolist()}
+        out[label] = {"bridge_share": share, "injected_left_out": len(left & injected), "others_left_out": len(left - injected)}
     return out
 
 
@@ -128,7 +145,7 @@ def attack_metrics(clean: list[list[str]], attacked: list[list[str]], gold: list
 
 
 def add_equals_rebuild(clean_corpus: list[Passage], attack: Attack, rebuilt: dict[str, list[list[str]]], queries: Queries,
-                       names: list[str], encoder: MemoEncoder) -> dict[str, float]:
+                       names: dict[str, tuple[str, dict[str, Any]]], encoder: MemoEncoder) -> dict[str, float]:
     """Per retriever, the share of questions whose top-5 ids after updating a clean index in place
     (``add`` of the injected passages; ``remove`` + ``add`` of the changed ones) equal the
     rebuild's, in order (``identical``) and as sets (``same_set``: a remove + add renumbers rows,
@@ -142,7 +159,34 @@ def add_equals_rebuild(clean_corpus: list[Passage], attack: Attack, rebuilt: dic
                    "same_set": sum(set(a) == set(b) for a, b in zip(updated[name], rebuilt[name])) / len(queries)} for name in names}
 
 
-def run_cut(dataset: str, split: str, args: argparse.Namespace, names: list[str], encoder: MemoEncoder) -> dict[str, Any]:
+#: Read by the packaged reader under answer injection (``--reader``).
+READ_BY = ("dense", "ppr", "hipporag", "iso", "iso_no_bridges")
+
+
+def reader_check(generator: Any, prompt: Any, index: ISORAGIndex, questions: list[Question], queries: Queries, attack: Attack,
+                 max_questions: int) -> dict[str, Any]:
+    """The packaged reader given each retriever's attacked top 5: for the targets, the share of
+    answers that contain the attacker's answer (normalised); for up to ``max_questions`` questions
+    (the targets first), EM and F1 against the gold answers."""
+    chosen = list(dict.fromkeys([*attack.targets, *range(len(questions))]))[:max_questions]
+    asked = [questions[i] for i in chosen]
+    subset = Queries([queries.texts[i] for i in chosen], queries.embeddings[chosen])
+    out = {}
+    for label in READ_BY:
+        name, knobs = RETRIEVERS[label]
+        rows = index.retriever(name, device="cpu", **knobs).retrieve(subset, K).indices.tolist()
+        metrics, answers = answer_questions(generator, prompt, asked, [[index.passages[r] for r in row if r >= 0] for row in rows])
+        fooled = [f" {normalize_answer(attack.wrong_answers[i])} " in f" {normalize_answer(a['answer'])} "
+                  for i, a in zip(chosen, answers) if i in attack.wrong_answers]
+        out[label] = {"questions": len(asked), "em": metrics["em"], "f1": metrics["f1"],
+                      "targets_with_attacker_answer": _mean([float(f) for f in fooled])}
+    return out
+
+
+def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str, tuple[str, dict[str, Any]]], encoder: MemoEncoder,
+            reading: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """One cut's clean and attacked indexes and every retriever's metrics (``reading``: the reader
+    and its prompt for :func:`reader_check`)."""
     start = time.perf_counter()
     chosen = setup(f"dataset={dataset}", *args.override)
     full = chosen.dataset if split == "dev" else chosen.train
@@ -174,12 +218,17 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: list[str]
         injected = {p.id for p in attack.injected}
         modified = {p.id for p in attack.modified}
         assert all(i.startswith(POISON_PREFIX) for i in injected)
+        shares = {label: knobs.get("bridge_share", resolve_knobs("iso", index.knobs, {})[0].bridge_share)
+                  for label, (name, knobs) in names.items() if name == "iso"}
         result = {
+            "bridging": bridging_report(index, injected, shares) if injected else None,
             "description": attack.description, "injected": len(attack.injected), "modified": len(attack.modified),
             "targets": len(attack.targets), "graph_edges": index.statistics.get("edges"), "entities": index.statistics.get("entities"),
             "examples": [{"id": p.id, "title": p.title, "text": p.text} for p in (attack.injected or attack.modified)[:2]],
             "metrics": {r: attack_metrics(clean_top[r], attacked_top[r], gold, attack.targets, injected, modified) for r in names},
         }
+        if reading is not None and attack.wrong_answers:
+            result["reader"] = reader_check(*reading, index, questions, queries, attack, args.reader_questions)
         if args.check_add:
             result["add_equals_rebuild"] = add_equals_rebuild(corpus, attack, attacked_top, queries, names, encoder)
         entry["attacks"][name] = result
@@ -192,6 +241,10 @@ def _fmt(value: float | None) -> str:
 
 
 def print_entry(entry: dict[str, Any]) -> None:
+    for name, attack in entry["attacks"].items():
+        for label, m in (attack.get("reader") or {}).items():
+            print(f"{entry['dataset']} {entry['split']} {name} reader on {label}: attacker's answer in {m['targets_with_attacker_answer']:.3f} "
+                  f"of targets; EM {m['em']:.3f} F1 {m['f1']:.3f} over {m['questions']} questions")
     print(f"\n{entry['dataset']} {entry['split']}: {entry['cut']} ({'+'.join(entry['builders'])}; {entry['seconds']:.0f} s)")
     print(f"{'attack':<14} {'retriever':<13} {'ASR@5':>6} {'inj/top5':>8}   {'targeted R@5 clean->att':>24}   {'untargeted R@5 clean->att':>26}   add=rebuild")
     for name, attack in entry["attacks"].items():
@@ -231,20 +284,33 @@ def main() -> None:
     parser.add_argument("--answer-targets", type=int, default=8, help="targets of answer injection (5 passages each)")
     parser.add_argument("--boilerplate-share", type=float, default=0.2)
     parser.add_argument("--no-check-add", dest="check_add", action="store_false", help="skip the index.add = rebuild check")
+    parser.add_argument("--bridge-shares", nargs="*", type=float, default=[],
+                        help="also run ISO-RAG with these bridge_share values (iso@SHARE; the choice of the default, on train)")
+    parser.add_argument("--reader", action="store_true", help="answer injection: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
+    parser.add_argument("--reader-questions", type=int, default=100, help="questions read per cut, the targets first")
     parser.add_argument("--out", type=results_name, default="poisoning.json")
     add_override_argument(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("bm25s").setLevel(logging.WARNING)
-    names = available(RETRIEVERS)
+    names = {**RETRIEVERS, **{f"iso@{share:g}": ("iso", {"bridge_share": share}) for share in args.bridge_shares}}
     encoder = MemoEncoder()
     entries = []
-    for dataset in args.datasets:
-        for split in args.split:
-            entry = run_cut(dataset, split, args, names, encoder)
-            print_entry(entry)
-            entries.append(entry)
-            write_results(args.out, entries, args)
+    with ExitStack() as stack:
+        if args.reader:  # the reader of benchmarks/qa.py: its server, prompt and decoding
+            reader = reader_config()
+            server = stack.enter_context(LlamaServer(packaged_gemma(), alias="gemma-3-270m"))
+            generator = OpenAIChatGenerator(server.base_url, server.model, concurrency=1, max_retries=2, timeout=600, temperature=0.0,
+                                            max_tokens=int(reader["max_tokens"]), stop=list(reader["stop"]))
+            reading = (generator, template("fewshot"))
+        else:
+            reading = None
+        for dataset in args.datasets:
+            for split in args.split:
+                entry = run_cut(dataset, split, args, names, encoder, reading)
+                print_entry(entry)
+                entries.append(entry)
+                write_results(args.out, entries, args)
 
 
 if __name__ == "__main__":

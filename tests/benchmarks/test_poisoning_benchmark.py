@@ -95,17 +95,17 @@ def test_attack_metrics_count_recall_asr_and_injected_passages():
 
 
 @pytest.mark.slow
-def test_poisoning_script_runs_every_attack_and_retriever_on_a_synthetic_corpus(tmp_path):
+def test_poisoning_script_runs_every_attack_and_retriever_on_a_synthetic_corpus(llama_server_installed, gemma_gguf, tmp_path):
     overrides = ["dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "dataset.generator.hub_size=15",
                  "dataset.generator.num_questions=20"]
     done = subprocess.run([sys.executable, "-m", "benchmarks.poisoning", "--datasets", "synthetic", "--split", "dev", "--targets", "6",
-                           "--injected", "2", "--per-passage", "3", "--answer-targets", "2",
+                           "--injected", "2", "--per-passage", "3", "--answer-targets", "2", "--reader", "--reader-questions", "3",
                            *(arg for o in overrides for arg in ("--override", o))],
                           cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, check=True, capture_output=True, text=True)
     assert "ASR@5" in done.stdout
     (entry,) = json.loads((tmp_path / "poisoning.json").read_text())["results"]
     assert set(entry["attacks"]) == set(ATTACK_CLASSES)
-    retrievers = {"dense", "bm25", "ppr", "iso", "iso_uniform", "iso_shuffled"}
+    retrievers = {"dense", "bm25", "ppr", "hipporag", "iso", "iso_no_bridges", "iso_uniform", "iso_shuffled"}
     for name, attack in entry["attacks"].items():
         assert retrievers <= set(attack["metrics"])
         for m in attack["metrics"].values():
@@ -113,3 +113,7 @@ def test_poisoning_script_runs_every_attack_and_retriever_on_a_synthetic_corpus(
         if name != "boilerplate":  # adding the injected passages in place gives the rebuild's top 5s (boilerplate's remove + add renumbers rows)
             assert all(check["identical"] == 1.0 for check in attack["add_equals_rebuild"].values()), attack["add_equals_rebuild"]
     assert entry["attacks"]["relation"]["injected"] == 2 and entry["attacks"]["answer"]["injected"] == 10
+    assert min(entry["attacks"]["relation"]["bridging"]["injected_ranks"]) >= 1
+    reader = entry["attacks"]["answer"]["reader"]  # the packaged reader over each retriever's attacked top 5
+    assert set(reader) == {"dense", "ppr", "hipporag", "iso", "iso_no_bridges"}
+    assert all(r["questions"] == 3 and 0.0 <= r["targets_with_attacker_answer"] <= 1.0 for r in reader.values())
