@@ -26,7 +26,7 @@ from isorag_pyg.datasets.types import MatchReport, Passage
 from isorag_pyg.graph import GraphEdges, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.builders import knn
 from isorag_pyg.graph.corpus_graph import named_edge_difference
-from isorag_pyg.index.corpus import as_passages, corpus_hash
+from isorag_pyg.index.corpus import as_passages, corpus_hash, near_duplicates
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
@@ -50,6 +50,7 @@ class UpdateReport:
     removed: int = 0
     duplicates_skipped: int = 0
     duplicate_ids: list[tuple[str, str]] = field(default_factory=list)  # (kept id, dropped id): same text, another id
+    near_duplicates: int = 0  # added passages whose text repeats another's but for its numbers (kept: each is a passage of its own)
     edges_added: int = 0
     edges_removed: int = 0
     phi_recomputed: int = 0  # graph nodes whose φ was recomputed (an entity graph's entity nodes included)
@@ -59,7 +60,8 @@ class UpdateReport:
         ann = "" if self.ann == "none" else f"; ANN index {self.ann}"
         shown = ", ".join(f"{kept!r} kept, {dropped!r} dropped" for kept, dropped in self.duplicate_ids[:10])
         same = f" (same text under two ids: {shown}{', ...' if len(self.duplicate_ids) > 10 else ''})" if shown else ""
-        return (f"{self.added} passages added, {self.removed} removed, {self.duplicates_skipped} duplicates skipped{same}; "
+        near = f" ({self.near_duplicates} of them near-duplicates: the same text as another but for its numbers, kept)" if self.near_duplicates else ""
+        return (f"{self.added} passages added{near}, {self.removed} removed, {self.duplicates_skipped} duplicates skipped{same}; "
                 f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} graph nodes{ann}")
 
 
@@ -88,7 +90,8 @@ def added(index: Updatable, passages: Sequence[Passage | Mapping[str, Any]],
     ``encode``, called only when there is something new). Passages without ids are numbered
     from ``index.next_id`` (a counter that never repeats an id); a conflicting id is an error; a
     passage identical to one in the index is skipped and counted, with its id and the kept one
-    in ``report.duplicate_ids``."""
+    in ``report.duplicate_ids``; one that differs from another only in its numbers is added,
+    counted in ``report.near_duplicates`` and logged in a warning (:func:`~isorag_pyg.index.corpus.near_duplicates`)."""
     check_updatable(index.graph_spec)
     existing = index.contents.passages
     merged = MatchReport()
@@ -104,6 +107,10 @@ def added(index: Updatable, passages: Sequence[Passage | Mapping[str, Any]],
                                                    and known[(p.title, p.text)] != p.id and p.id not in assigned]
     if not fresh:
         return index.contents, index.ann, report
+    report.near_duplicates, example = near_duplicates(fresh, existing)
+    if example is not None:
+        log.warning("add: %d of the %d new passages repeat another passage's text but for its numbers (all kept), e.g. %r: %.80s",
+                    report.near_duplicates, len(fresh), example.id, example.text)
     x = torch.cat([index.contents.embeddings.float(), encode([p.content for p in fresh])])
     contents, ann = _apply(index, list(existing) + fresh, x, torch.arange(len(existing)), report)
     return contents, ann, report
