@@ -173,7 +173,7 @@ def adder(index_dir: Path, url: str, batches: list[list[dict[str, str]]], every:
         isorag("add", str(index_dir), str(write_jsonl(work / f"add{i}.jsonl", batch)))
         version = generation(index_dir)
         truth.add_version(version, truth.versions[truth.latest] | {r["id"] for r in batch})
-        reloaded = httpx.post(f"{url}/reload", timeout=120).json()
+        reloaded = httpx.post(f"{url}/reload", json={}, timeout=120).json()
         truth.latest = reloaded["version"]
         log.append({"at_s": start - t0, "added": len(batch), "version": version, "add_s": time.monotonic() - start, "reload": reloaded})
         print(f"  add {i + 1}/{len(batches)}: {len(batch)} passages -> version {version} ({reloaded['passages']} passages served)",

@@ -5,6 +5,6 @@
 from isorag_pyg.lazy import lazy_attributes
 from isorag_pyg.version import __version__
 
-__all__ = ["FThetaConfig", "ISORAGIndex", "PhiSpec", "__version__"]
+__all__ = ["FThetaConfig", "ISORAGIndex", "PhiSpec", "__version__", "open_index"]
 # imported on first use: `import isorag_pyg.datasets` stays light
-__getattr__ = lazy_attributes(__name__, {"ISORAGIndex": "index", "PhiSpec": "knobs", "FThetaConfig": "training.config"})
+__getattr__ = lazy_attributes(__name__, {"ISORAGIndex": "index", "open_index": "index", "PhiSpec": "knobs", "FThetaConfig": "training.config"})

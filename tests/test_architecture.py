@@ -12,7 +12,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "isorag_pyg"
 #: Bottom to top: a module may import from its own layer or those below.
 LAYERS = [
-    {"version", "lazy", "knobs", "defaults", "plugins"},
+    {"version", "lazy", "knobs", "defaults", "plugins", "progress"},
     {"utils"},
     {"datasets", "nn"},
     {"encoders", "qa", "training", "transforms", "retrieval"},

@@ -127,6 +127,12 @@ def test_cli_defaults_and_help_come_from_the_library():
     serve = {action.dest: action for action in commands["serve"]._actions}  # unset unless given, so --no-batching can refuse them
     assert serve["max_batch"].default is None and f"(default: {ServerSettings().max_batch})" in serve["max_batch"].help
     assert serve["batch_window_ms"].default is None and f"(default: {ServerSettings().batch_window_ms:g})" in serve["batch_window_ms"].help
+    for dest, name in (("max_questions", "max_questions"), ("max_k", "max_k"), ("max_question_chars", "max_question_chars"),
+                       ("max_body_bytes", "max_body_bytes"), ("max_pending", "max_pending"), ("query_cache", "query_cache"),
+                       ("read_timeout", "read_timeout_s"), ("max_connections", "max_connections"),
+                       ("max_connections_per_client", "max_connections_per_client")):
+        value = getattr(ServerSettings(), name)
+        assert serve[dest].default == value and f"(default: {value if isinstance(value, int) else format(value, 'g')})" in serve[dest].help, dest
 
 
 def test_every_k_default_is_the_one_in_defaults():
@@ -136,7 +142,7 @@ def test_every_k_default_is_the_one_in_defaults():
     from isorag_pyg.index import ISORAGIndex
     from isorag_pyg.llm import ISORAGFeatureStore, rag_components
     from isorag_pyg.scale import RayEncoder
-    from isorag_pyg.server.app import RetrieveBody
+    from isorag_pyg.server.schema import RetrieveBody
 
     for function in (ISORAGIndex.retrieve, ISORAGIndex.explain, tune, rag_components, ISORAGFeatureStore.__init__):
         assert signature_defaults(function)["k"] == defaults.K, function

@@ -23,9 +23,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     epochs, seed = DEFAULT_TRAINER["max_epochs"], FThetaConfig.seed
     parser = _Parser(prog="isorag", description="ISO-RAG: graph retrieval with isoperimetric noise control.")
+    output = argparse.ArgumentParser(add_help=False)  # every command's
+    talk = output.add_mutually_exclusive_group()
+    talk.add_argument("-q", "--quiet", action="store_true", help="no progress, errors only")
+    talk.add_argument("-v", "--verbose", action="store_true", help="also the library's INFO logs (e.g. which encoder answers, and why)")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    build = commands.add_parser("index", help="build an index of a corpus and save it")
+    def command(name: str, description: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=description, parents=[output])
+
+    build = command("index", "build an index of a corpus and save it")
     build.add_argument("corpus", help="a .jsonl/.json/.csv file of passages, a dataset file, or a .txt/.md document or folder of them")
     build.add_argument("out_dir", help="where to save the index (an existing index there is replaced atomically)")
     build.add_argument("--graph", default="auto", help="graph builders, '+'-separated: title_mention, entity_graph, adjacent, knn, ... "
@@ -55,9 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--ray-gpus", type=float, default=defaults.RAY_GPUS_PER_WORKER,
                        help=f"GPUs per encoder actor with --ray (default: {defaults.RAY_GPUS_PER_WORKER:g})")
     build.add_argument("--seed", type=int, default=seed, help=f"f_θ's training seed (default: {seed})")
-    build.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    query = commands.add_parser("query", help="retrieve passages for questions")
+    query = command("query", "retrieve passages for questions")
     query.add_argument("index_dir")
     query.add_argument("questions", nargs="+", help="one or more questions")
     query.add_argument("-k", type=int, default=defaults.K, help=f"passages per question (default: {defaults.K})")
@@ -65,8 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--json", action="store_true", help="one JSON object per question: {question, results: [{id, title, text, score}]}")
     query.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
     query.add_argument("--timings", action="store_true", help="print seconds spent on imports, loading, model and retrieval to stderr (JSON)")
+    query.add_argument("--threads", type=int, default=1,
+                       help="torch threads for retrieval (default: 1: a command's few questions gain nothing from a thread pool, which a busy machine slows)")
+    query.add_argument("--server", default=None, metavar="URL",
+                       help="ask a running `isorag serve` of this index (e.g. http://127.0.0.1:8000) instead of loading it: no model load")
 
-    add = commands.add_parser("add", help="add the passages of a corpus to an index (saved atomically)")
+    add = command("add", "add the passages of a corpus to an index (saved atomically)")
     add.add_argument("index_dir")
     add.add_argument("corpus", help="passages to add, in any format `isorag index` reads")
     add.add_argument("--refit", action="store_true", help="train f_θ again on the updated graph (default: keep f_θ)")
@@ -78,18 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--quarantine", action="store_true",
                      help="quarantine the added passages that rank among the strongest bridges (default: report them; the walk leaves them out either way)")
 
-    remove = commands.add_parser("remove", help="remove passages from an index by id (saved atomically)")
+    remove = command("remove", "remove passages from an index by id (saved atomically)")
     remove.add_argument("index_dir")
     remove.add_argument("ids", nargs="+", help="passage ids")
 
-    tune = commands.add_parser("tune", help="tune ISO-RAG's knobs on questions with gold passages; store them if they win held out")
+    tune = command("tune", "tune ISO-RAG's knobs on questions with gold passages; store them if they win held out")
     tune.add_argument("index_dir")
     tune.add_argument("questions", help="JSON/JSONL of {question, gold_ids}, or any dataset question file (gold matched by title/text)")
     tune.add_argument("--grid", nargs="+", default=None, metavar="KNOB=V1,V2", help="the search grid (default: beta, alpha, hops)")
     tune.add_argument("--folds", type=int, default=defaults.TUNE_FOLDS, help=f"cross-validation folds (default: {defaults.TUNE_FOLDS})")
     tune.add_argument("-k", type=int, default=defaults.K, help=f"the Recall@k the grid is scored by (default: {defaults.K})")
     tune.add_argument("--dry-run", action="store_true", help="report, but do not store the knobs")
-    quarantine = commands.add_parser("quarantine", help="keep passages out of the walk until released; list the strongest bridges")
+    quarantine = command("quarantine", "keep passages out of the walk until released; list the strongest bridges")
     quarantine.add_argument("index_dir")
     quarantine.add_argument("ids", nargs="*", help="passage ids to quarantine (none: only list)")
     quarantine.add_argument("--release", action="store_true", help="release the ids instead")
@@ -98,12 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
         writer.add_argument("--lock-timeout", type=float, default=defaults.LOCK_TIMEOUT_S,
                             help=f"seconds to wait for another writer of the index to finish (default: {defaults.LOCK_TIMEOUT_S:g})")
 
-    info = commands.add_parser("info", help="show an index's manifest and graph statistics")
+    info = command("info", "show an index's manifest and graph statistics")
     info.add_argument("index_dir")
     info.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
 
+    cache = command("cache", "the embedding cache: its folder, size and limit (info), or empty it (clear)")
+    cache.add_argument("action", choices=["info", "clear"])
+
     limits = ServerSettings()
-    serve = commands.add_parser("serve", help="serve an index over HTTP (POST /retrieve, GET /health, GET /info)")
+    serve = command("serve", "serve an index over HTTP (POST /retrieve, GET /health, GET /info)")
     serve.add_argument("index_dir")
     serve.add_argument("--host", default=defaults.HOST, help=f"address to listen on (default: {defaults.HOST}, this machine only)")
     serve.add_argument("--port", type=int, default=defaults.PORT, help=f"TCP port 1-65535; 0 picks a free one (default: {defaults.PORT})")
@@ -128,9 +141,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"question embeddings kept in an LRU cache; 0 turns it off (default: {limits.query_cache})")
     serve.add_argument("--no-verify", action="store_true", help="skip the checksums of a large trusted index")
     serve.add_argument("--read-timeout", type=float, default=limits.read_timeout_s,
-                       help=f"seconds a client has to send its whole request; slower connections are closed (default: {limits.read_timeout_s:g})")
+                       help="seconds a connection has, from its accept or its previous answer, to send a whole request; slower or idle "
+                            f"ones are closed (default: {limits.read_timeout_s:g})")
     serve.add_argument("--max-connections", type=int, default=limits.max_connections,
-                       help=f"open connections beyond which requests get 503 (default: {limits.max_connections})")
+                       help="open connections; one more closes the oldest one still waiting for its request, or gets 503 when all are busy "
+                            f"(default: {limits.max_connections})")
+    serve.add_argument("--max-connections-per-client", type=int, default=limits.max_connections_per_client,
+                       help="connections waiting for their request one client address may hold; one more closes its oldest "
+                            f"(default: {limits.max_connections_per_client})")
+    serve.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every endpoint but /health "
+                       "(default: $ISORAG_API_KEY, else none; the variable keeps the key out of the process list)")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                       help=f"also answer requests whose Host header names NAME ('*': any); repeatable (default: {', '.join(limits.allowed_hosts)}, "
+                            "and the --host address when it is a specific one)")
     serve.add_argument("--watch-seconds", type=float, default=None,
                        help="check the index's manifest this often and serve a newly saved version (default: only on POST /reload)")
     return parser

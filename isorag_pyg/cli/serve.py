@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def run_serve(args: argparse.Namespace) -> list[str]:
@@ -11,7 +12,10 @@ def run_serve(args: argparse.Namespace) -> list[str]:
 
     limits = {"max_questions": args.max_questions, "max_k": args.max_k, "max_question_chars": args.max_question_chars,
               "max_body_bytes": args.max_body_bytes, "max_pending": args.max_pending, "query_cache": args.query_cache,
-              "watch_seconds": args.watch_seconds, "read_timeout_s": args.read_timeout, "max_connections": args.max_connections}
+              "watch_seconds": args.watch_seconds, "read_timeout_s": args.read_timeout, "max_connections": args.max_connections,
+              "max_connections_per_client": args.max_connections_per_client,
+              "api_key": args.api_key if args.api_key is not None else os.environ.get("ISORAG_API_KEY") or None,
+              "allowed_hosts": (*ServerSettings.allowed_hosts, *args.allowed_host)}
     batching = {knob: value for knob, value in (("batch_window_ms", args.batch_window_ms), ("max_batch", args.max_batch)) if value is not None}
     unbatched = ServerSettings.unbatched(**limits)
     if args.no_batching and any(value != getattr(unbatched, knob) for knob, value in batching.items()):

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 from typing import TYPE_CHECKING
 
-from isorag_pyg.cli.build import f_theta_config
+from isorag_pyg.cli.build import f_theta_config, prepare_query_encoder
 
 if TYPE_CHECKING:
     from isorag_pyg.index.bridges import Bridge
@@ -19,19 +19,22 @@ def _writer_lock(index_dir: str, timeout: float) -> contextlib.AbstractContextMa
 
 def run_add(args: argparse.Namespace) -> list[str]:
     """Add a corpus's new passages and save the index (not when every passage was already in it)."""
+    from isorag_pyg.encoders.spec import encoder_from_spec
     from isorag_pyg.index import ISORAGIndex
 
     with _writer_lock(args.index_dir, args.lock_timeout):
         index = ISORAGIndex.load(args.index_dir)
         passages = index.read_additions(args.corpus, args.max_tokens)
         before = set(index.passages.ids)
-        report = index.add(passages, refit=f_theta_config(args.epochs, args.seed, quiet=True) if args.refit else None)
+        report = index.add(passages, refit=f_theta_config(args.epochs, args.seed, True, args.verbose) if args.refit else None)
         new = [i for i in index.passages.ids if i not in before]
         bridges = [b for b in index.bridges(ids=new) if b.left_out] if new else []
         if args.quarantine and bridges:
             index.quarantine([b.id for b in bridges])
         if changed := bool(report.added or args.refit):  # passages already there: no new version
             index.save(args.index_dir)
+    if report.added and index.encoder_spec.get("backend", "torch") != "openai":  # a local model embedded them: export it for fast queries
+        prepare_query_encoder(encoder_from_spec(index.encoder_spec, show_progress=False), show_progress=not args.quiet)
     lines = [f"{args.index_dir}: {report.summary()}; {len(index)} passages (version {index.generation}{'' if changed else ', unchanged'})"]
     verb = "quarantined" if args.quarantine else "left out of the walk (isorag quarantine keeps them out for good)"
     return lines + [f"  bridge {bridge_line(b)}: {verb}" for b in bridges]

@@ -2,8 +2,10 @@
 ``.txt`` / ``.md`` document or folder of them, split into passages at paragraph boundaries under a
 token budget.
 
-Nothing is dropped silently: malformed records are errors naming the record; binary, undecodable
-or empty documents in a folder are skipped, counted and listed in the :class:`CorpusReport`.
+Nothing is dropped silently: malformed records (a CSV row with more fields than its header
+included) are errors naming the record; binary, undecodable or empty documents in a folder, its
+other files (by kind) and text fields of JSON records that no passage reads are listed in the
+:class:`CorpusReport` and logged as a warning.
 """
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 
 
 TokenCounter = Callable[[str], int]
+#: The fields of a passage record that a passage takes (corpus_from_records).
+PASSAGE_FIELDS = frozenset({"title", "text", "paragraph_text", "id", "idx"})
 # an ATX Markdown heading line ("## Install ##"; closing #s after a space); its text is group 1
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)(?:\s+#+)?\s*$")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
@@ -66,16 +70,14 @@ def load_corpus(path: str | Path, max_tokens: int = defaults.MAX_TOKENS, count_t
     if reads_documents(path):
         raw = _read_documents(path, max_tokens, count_tokens or _count_words, report)
     else:
-        raw = _read_csv(path) if path.suffix.lower() == ".csv" else _read_records_file(path)
+        raw = _read_csv(path) if path.suffix.lower() == ".csv" else _read_records_file(path, report)
         raw = split_long_passages(raw, max_tokens, count_tokens or _count_words, report)
     if not raw:
-        raise DatasetFormatError(path, "no passages found" + (f" ({report.summary()})" if report.skipped else ""))
+        raise DatasetFormatError(path, "no passages found" + (f" ({report.summary()})" if report.noteworthy else ""))
     merged = MatchReport()
     corpus = build_corpus(raw, path, merged, id_offset)
     report.passages, report.duplicates_merged = len(corpus), merged.duplicate_passages
-    log.info("%s", report.summary())
-    if report.skipped or report.split_long:
-        log.warning("%s", report.summary())
+    (log.warning if report.noteworthy else log.info)("%s", report.summary())
     return corpus, report
 
 
@@ -110,11 +112,27 @@ def _checked(raw: list[RawPassage], path: Path) -> list[RawPassage]:
     return raw
 
 
-def _read_records_file(path: Path) -> list[RawPassage]:
+def _read_records_file(path: Path, report: CorpusReport) -> list[RawPassage]:
     records = unwrap_data(read_records(path))
     if isinstance(records, list) and records and question_format(records[0]) and not {"text", "paragraph_text"} & set(records[0]):
         return _question_contexts(path, records)  # no passage fields, a question format: a question file
+    if isinstance(records, list):
+        _check_text_fields(path, records, report)
     return _checked(corpus_from_records(path, records), path)
+
+
+def _check_text_fields(path: Path, records: list[Any], report: CorpusReport) -> None:
+    """No text of a passage record is dropped silently: ``text`` and ``paragraph_text`` that
+    differ are an error (one would be dropped); other fields holding text are counted in
+    ``report`` (and so logged)."""
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            continue  # corpus_from_records names it
+        texts = [record[key] for key in ("text", "paragraph_text") if isinstance(record.get(key), str)]
+        if len(texts) == 2 and normalize_text(texts[0]) != normalize_text(texts[1]):
+            raise DatasetFormatError(path, "'text' and 'paragraph_text' differ: keep one (the other would be dropped)", record=i)
+        report.unread_fields.update(key for key, value in record.items()
+                                    if key not in PASSAGE_FIELDS and isinstance(value, str) and value.strip())
 
 
 def _question_contexts(path: Path, records: list[Any]) -> list[RawPassage]:
@@ -144,23 +162,26 @@ def split_long_passages(raw: list[RawPassage], max_tokens: int, count_tokens: To
 
 
 def _read_csv(path: Path) -> list[RawPassage]:
-    rows: list[dict[str, str]] = []
+    rows: list[tuple[int, dict[str | None, Any]]] = []  # the line each record starts on, and its fields
     reader = csv.DictReader(io.StringIO(read_utf8(path, "utf-8-sig"), newline=""), strict=True)
     start_line = 2  # after the header
     try:
         for row in reader:
-            rows.append(row)
+            rows.append((start_line, row))
             start_line = reader.line_num + 1
     except csv.Error as err:
         raise DatasetFormatError(path, f"malformed CSV ({err}) in the record starting on line {start_line} (an unterminated quote?)",
                                  record=len(rows)) from None
-    columns = set(rows[0]) if rows else set()
+    columns = set(rows[0][1]) - {None} if rows else set()
     if not rows:
         raise DatasetFormatError(path, "no rows")
     if "text" not in columns:
         raise DatasetFormatError(path, f"needs a 'text' column (found {sorted(c for c in columns if c)})")
     raw = []
-    for i, row in enumerate(rows):
+    for i, (line, row) in enumerate(rows):
+        if None in row:  # DictReader's rest key: fields past the header's, which no column would read
+            raise DatasetFormatError(path, f"the record starting on line {line} has {len(reader.fieldnames or []) + len(row[None])} fields, "
+                                           f"the header {len(reader.fieldnames or [])}; quote a field that holds commas", record=i)
         if row.get("text") is None:
             raise DatasetFormatError(path, "row has fewer fields than the header", record=i, field="text")
         pid = (row.get("id") or "").strip() or None
@@ -175,7 +196,7 @@ def _read_documents(path: Path, max_tokens: int, count_tokens: TokenCounter, rep
     raw: list[RawPassage] = []
     for file in sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)):
         if file.suffix.lower() not in DOCUMENT_SUFFIXES:
-            report.ignored_other_files += 1
+            report.ignored_other.append(str(file.relative_to(path)))
             continue
         raw.extend(_read_document(file, str(file.relative_to(path)), max_tokens, count_tokens, report))
     return raw

@@ -1,7 +1,9 @@
 """What reading a corpus produced and what it skipped, by reason (nothing is dropped silently)."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 #: The document files a folder is read for.
 DOCUMENT_SUFFIXES = (".txt", ".md")
@@ -21,12 +23,18 @@ class CorpusReport:
     skipped_binary: list[str] = field(default_factory=list)
     skipped_undecodable: list[str] = field(default_factory=list)
     skipped_empty: list[str] = field(default_factory=list)
-    ignored_other_files: int = 0
+    ignored_other: list[str] = field(default_factory=list)  # files of a folder that are not documents (.png, .html, ...)
     split_long: list[str] = field(default_factory=list)  # passages over MAX_PASSAGE_CHARS, split
+    unread_fields: Counter[str] = field(default_factory=Counter)  # text fields of passage records no passage takes, by records
 
     @property
     def skipped(self) -> int:
         return len(self.skipped_binary) + len(self.skipped_undecodable) + len(self.skipped_empty)
+
+    @property
+    def noteworthy(self) -> bool:
+        """Whether anything was skipped, split, ignored or left unread (then the summary is a warning)."""
+        return bool(self.skipped or self.split_long or self.ignored_other or self.unread_fields)
 
     def summary(self) -> str:
         parts = [f"{self.passages} passages"]
@@ -42,6 +50,12 @@ class CorpusReport:
             shown = ", ".join(self.split_long[:3]) + (", ..." if len(self.split_long) > 3 else "")
             parts.append(f"{len(self.split_long)} passage(s) or document(s) with a paragraph over {MAX_PASSAGE_CHARS} characters split "
                          f"into passages of at most the token budget and {MAX_PASSAGE_CHARS} characters ({shown})")
-        if self.ignored_other_files:
-            parts.append(f"{self.ignored_other_files} file(s) other than {'/'.join(DOCUMENT_SUFFIXES)} ignored")
+        if self.ignored_other:
+            kinds = Counter(PurePath(name).suffix.lower() or "no suffix" for name in self.ignored_other)
+            parts.append(f"{len(self.ignored_other)} file(s) other than {'/'.join(DOCUMENT_SUFFIXES)} ignored "
+                         f"({', '.join(f'{kind}: {n}' for kind, n in kinds.most_common())}; e.g. {', '.join(self.ignored_other[:3])})")
+        if self.unread_fields:
+            parts.append("text in fields no passage reads, ignored: " + ", ".join(f"'{name}' ({n} records)" for name, n in
+                                                                                self.unread_fields.most_common())
+                         + " (a passage takes title, text or paragraph_text, and id or idx)")
         return f"{self.source}: " + "; ".join(parts)

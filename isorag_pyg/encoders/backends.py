@@ -17,7 +17,8 @@ import os
 import queue
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +47,8 @@ TOKENS_PER_BATCH = 1024
 
 #: A batch: its texts' positions and their padded tokenizer outputs (:func:`token_batches`).
 Batch = tuple[list[int], dict[str, np.ndarray]]
+#: Tokenizer outputs of several texts, unpadded: output name -> one token list per text.
+Features = Mapping[str, Sequence[Sequence[int]]]
 
 
 class MissingBackendError(ImportError):
@@ -73,21 +76,30 @@ def backend_fingerprint(model_fingerprint: str, backend: str) -> str:
     return f"{model_fingerprint}+onnx-int8-dynamic-per-text" if backend == "onnx-int8" else model_fingerprint
 
 
+def export_dir(model_fingerprint: str, cache_dir: Path) -> Path:
+    """Where a model's exported files are kept: ``cache_dir / "backends" /`` its fingerprint's start."""
+    return cache_dir / "backends" / model_fingerprint.replace(":", "-")[:48]
+
+
+def exported_name(backend: str) -> str:
+    """The exported ONNX file of ``backend``: int8 for ``onnx-int8``, fp32 for the others (OpenVINO reads it too)."""
+    return "model-int8.onnx" if backend == "onnx-int8" else "model-fp32.onnx"
+
+
 def exported_model(model: SentenceTransformer, model_fingerprint: str, backend: str, cache_dir: Path) -> Path:
     """The ONNX file of ``model`` for ``backend`` (OpenVINO reads the fp32 one), exported once
     per model fingerprint into ``cache_dir / "backends"`` (written atomically)."""
-    variant = "int8" if backend == "onnx-int8" else "fp32"
-    directory = cache_dir / "backends" / model_fingerprint.replace(":", "-")[:48]
-    path = directory / f"model-{variant}.onnx"
+    directory = export_dir(model_fingerprint, cache_dir)
+    path = directory / exported_name(backend)
     if path.is_file():
         return path
     directory.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=directory, prefix=".export-"))
     try:
-        log.info("exporting the encoder to ONNX (%s) into %s", variant, directory)
+        log.info("exporting the encoder to ONNX (%s) into %s", path.name, directory)
         _export(model, tmp / "model.onnx")
         _optimize(model, tmp / "model.onnx", tmp / "fused.onnx")
-        if variant == "int8":
+        if backend == "onnx-int8":
             _quantize(tmp / "fused.onnx", tmp / "final.onnx")
         else:
             os.replace(tmp / "fused.onnx", tmp / "final.onnx")
@@ -112,7 +124,11 @@ def _export(model: SentenceTransformer, path: Path) -> None:
 
     attention = _set_attention(model, "eager")  # eager attention exports to the pattern ONNX Runtime fuses
     try:
-        with torch.no_grad():
+        # the tracer's notes on the model's Python branches and opset 17's indexing: about the
+        # exporter, not the user's embeddings (checked equal to torch's by the backend tests)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)
+            warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
             torch.onnx.export(Pipeline().eval(), tuple(torch.from_numpy(sample[n]) for n in names), str(path), dynamo=False,
                               input_names=names, output_names=["sentence_embedding"], opset_version=17,
                               dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, "sentence_embedding": {0: "batch"}})
@@ -166,15 +182,19 @@ def texts_per_run(backend: str, batch_size: int) -> int:
     return 1 if backend == "onnx-int8" else batch_size
 
 
-def token_batches(model: SentenceTransformer, texts: list[str], max_texts: int,
-                  max_tokens: int = TOKENS_PER_BATCH) -> Iterator[Batch]:
-    """``texts`` tokenised once (truncated at ``max_seq_length``), longest first, in batches of at
-    most ``max_texts`` texts and ``max_tokens`` padded tokens (a longer text goes alone): pairs of
-    the batch's positions in ``texts`` and its padded int64 tokenizer outputs."""
-    features = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)
+def model_features(model: SentenceTransformer, texts: list[str]) -> Features:
+    """The model's tokenizer outputs for ``texts``, unpadded, truncated at ``max_seq_length``."""
+    return model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)
+
+
+def token_batches(features: Features, max_texts: int, max_tokens: int = TOKENS_PER_BATCH) -> Iterator[Batch]:
+    """Texts tokenised once (``features``: each tokenizer output's unpadded token lists), longest
+    first, in batches of at most ``max_texts`` texts and ``max_tokens`` padded tokens (a longer
+    text goes alone): pairs of the batch's positions among the texts and its padded int64
+    tokenizer outputs."""
     names = [name for name in _INPUTS if name in features]
     lengths = [len(ids) for ids in features["input_ids"]]
-    order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     start = 0
     while start < len(order):
         width = lengths[order[start]]  # the longest of the batch: its padded length
@@ -186,6 +206,20 @@ def token_batches(model: SentenceTransformer, texts: list[str], max_texts: int,
                 batch[name][j, :lengths[i]] = features[name][i]
         yield rows, batch
         start += size
+
+
+def embed_batches(runner: Runner, batches: Iterable[Batch], count: int, done: Callable[[int], object] | None = None) -> torch.Tensor:
+    """The ``[count, dim]`` unit-norm float32 embeddings of ``count`` texts, run through ``runner``
+    batch by batch (:func:`token_batches`), each batch's size reported to ``done`` as it finishes."""
+    out: torch.Tensor | None = None
+    for rows, embeddings in runner.map(batches):
+        out = torch.empty(count, embeddings.shape[1], dtype=torch.float32) if out is None else out
+        out[rows] = torch.from_numpy(embeddings).float()
+        if done is not None:
+            done(len(rows))
+    if out is None:
+        raise ValueError("no texts to embed")
+    return torch.nn.functional.normalize(out, dim=1)
 
 
 class Runner:

@@ -1,4 +1,5 @@
-"""An on-disk embedding cache keyed by (model fingerprint, texts), written atomically."""
+"""An on-disk embedding cache keyed by (model fingerprint, texts), written atomically and bounded
+in size, the least recently used files out (:mod:`~isorag_pyg.encoders.cache_files`)."""
 from __future__ import annotations
 
 import hashlib
@@ -10,12 +11,11 @@ from pathlib import Path
 
 import torch
 
+from isorag_pyg.encoders.cache_files import cache_limit, default_cache_dir, touch, trim
+
 log = logging.getLogger(__name__)
 
-
-def default_cache_dir() -> Path:
-    """``$ISORAG_CACHE_DIR`` or ``~/.cache/isorag_pyg``."""
-    return Path(os.environ.get("ISORAG_CACHE_DIR", Path.home() / ".cache" / "isorag_pyg"))
+__all__ = ["EmbeddingCache", "cache_key", "default_cache_dir"]
 
 
 def cache_key(model_fingerprint: str, texts: Sequence[str]) -> str:
@@ -28,10 +28,13 @@ def cache_key(model_fingerprint: str, texts: Sequence[str]) -> str:
 
 
 class EmbeddingCache:
-    """Stores one tensor per key; a corrupt or mismatched file is discarded, never trusted."""
+    """Stores one tensor per key; a corrupt or mismatched file is discarded, never trusted. The
+    folder's embeddings stay within ``max_bytes`` (default: :func:`~isorag_pyg.encoders.cache_files.cache_limit`):
+    after each write the least recently used (written or read) go; a tensor larger than that is not cached."""
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, max_bytes: int | None = None):
         self.directory = Path(directory)
+        self.max_bytes = cache_limit() if max_bytes is None else max_bytes
 
     def path(self, key: str) -> Path:
         return self.directory / f"emb-{key[:40]}.pt"
@@ -49,9 +52,15 @@ class EmbeddingCache:
             log.warning("discarding unusable embedding cache %s (%s); recomputing", path, err)
             path.unlink(missing_ok=True)
             return None
+        touch(path)  # recently used: the last to go
         return tensor
 
-    def save(self, key: str, tensor: torch.Tensor) -> Path:
+    def save(self, key: str, tensor: torch.Tensor) -> Path | None:
+        """Cache ``tensor`` under ``key`` (its path; ``None`` when it alone exceeds the limit)."""
+        if tensor.numel() * tensor.element_size() > self.max_bytes:
+            log.info("embeddings of %d rows exceed the embedding cache's limit of %d bytes (ISORAG_CACHE_MAX_BYTES): not cached",
+                     tensor.size(0), self.max_bytes)
+            return None
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(key)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".pt")
@@ -64,4 +73,7 @@ class EmbeddingCache:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        if removed := trim(self.directory, self.max_bytes):
+            log.info("embedding cache %s: %d least recently used file(s) removed to stay within %d bytes", self.directory, len(removed),
+                     self.max_bytes)
         return path

@@ -1,23 +1,36 @@
 """Sentence-transformers text encoder with normalised float32 output and an embedding cache."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
 import torch
-from tqdm.auto import tqdm
 
 from isorag_pyg import defaults
-from isorag_pyg.encoders.backends import Runner, backend_fingerprint, check_backend, exported_model, texts_per_run, token_batches
+from isorag_pyg.encoders.backends import (
+    Runner,
+    backend_fingerprint,
+    check_backend,
+    embed_batches,
+    exported_model,
+    model_features,
+    texts_per_run,
+    token_batches,
+)
 from isorag_pyg.encoders.embedding_cache import EmbeddingCache, cache_key, default_cache_dir
+from isorag_pyg.progress import interactive, progress
+from isorag_pyg.utils.files import write_text_atomic
 
 log = logging.getLogger(__name__)
-
+#: A model folder's fingerprint, as :func:`model_fingerprint` writes it.
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def resolve_model(model: str) -> str:
@@ -41,15 +54,25 @@ def model_fingerprint(model: str) -> str:
 
 @lru_cache(maxsize=8)
 def _directory_digest(files: tuple[tuple[str, int, int, str], ...]) -> str:
-    """Content digest of (relative name, size, mtime, path) entries; cached per process, keyed by
-    the entries themselves so that any change to a file is seen."""
+    """Content digest of (relative name, size, mtime, path) entries; cached per process and on disk
+    (``<cache dir>/fingerprints/``), keyed by the entries themselves so that any change to a file
+    is seen: a model folder is hashed once, not by every process that opens it (0.3 s for MiniLM)."""
+    record = default_cache_dir() / "fingerprints" / hashlib.sha256(repr(files).encode()).hexdigest()
+    with contextlib.suppress(OSError):
+        if _DIGEST.fullmatch(stored := record.read_text()):
+            return stored
     digest = hashlib.sha256()
     for name, size, _, full in files:
         digest.update(f"{name}\0{size}\0".encode())
         with open(full, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-    return f"sha256:{digest.hexdigest()}"
+    fingerprint = f"sha256:{digest.hexdigest()}"
+    try:
+        write_text_atomic(record, fingerprint)
+    except OSError as err:  # a read-only cache: hashed again next time
+        log.debug("could not keep the model fingerprint in %s (%s)", record, err)
+    return fingerprint
 
 
 class TextEncoder(Protocol):
@@ -137,7 +160,7 @@ class SentenceEncoder:
 
             log.info("loading sentence encoder %s on %s", self.model_path, self.device)
             shown = hf_logging.is_progress_bar_enabled()
-            if not self.show_progress:  # transformers' own "Loading weights" bar too
+            if not (self.show_progress and interactive()):  # transformers' own "Loading weights" bar too
                 hf_logging.disable_progress_bar()
             try:
                 self._model = SentenceTransformer(self.model_path, device=self.device)
@@ -170,24 +193,26 @@ class SentenceEncoder:
         return emb
 
     def _encode_torch(self, texts: list[str]) -> torch.Tensor:
-        emb = self._load().encode(
-            texts,
-            batch_size=self.batch_size,
-            convert_to_tensor=True,
-            normalize_embeddings=True,
-            show_progress_bar=self.show_progress and len(texts) > self.batch_size,
-            **({"device": self.devices} if self.devices else {}),  # a list: the multi-process pool
-        )
+        shown = self.show_progress and len(texts) > self.batch_size
+        model = self._load()
+        # sentence-transformers draws its own bar on a terminal; elsewhere a record at the start and the end
+        with progress(total=len(texts), desc="encoding", enabled=shown and not interactive()) as records:
+            records.set_postfix_str(f"{len(texts)} texts")
+            emb = model.encode(
+                texts,
+                batch_size=self.batch_size,
+                convert_to_tensor=True,
+                normalize_embeddings=True,
+                show_progress_bar=shown and interactive(),
+                **({"device": self.devices} if self.devices else {}),  # a list: the multi-process pool
+            )
+            records.update(len(texts))
         return emb.detach().float().cpu()
 
     def _encode_exported(self, texts: list[str]) -> torch.Tensor:
         """Batches of texts of equal token length or nearly (little padding) through the exported
         model, as many a run as the backend allows (:func:`texts_per_run`)."""
         model, runner = self._load(), self._load_runner()
-        per_run = texts_per_run(self.backend, self.batch_size)
-        out = torch.empty(len(texts), self.dim, dtype=torch.float32)
-        with tqdm(total=len(texts), desc="encoding", disable=not self.show_progress or len(texts) <= self.batch_size, leave=False) as bar:
-            for rows, embeddings in runner.map(token_batches(model, texts, per_run)):
-                out[rows] = torch.from_numpy(embeddings).float()
-                bar.update(len(rows))
-        return torch.nn.functional.normalize(out, dim=1)
+        batches = token_batches(model_features(model, texts), texts_per_run(self.backend, self.batch_size))
+        with progress(total=len(texts), desc="encoding", enabled=self.show_progress and len(texts) > self.batch_size) as bar:
+            return embed_batches(runner, batches, len(texts), bar.update)

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Sequence
 import ahocorasick
 import regex
 import torch
-from torch_geometric.utils import coalesce
 
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.graph.text import normalize_unicode
@@ -227,6 +226,8 @@ def entity_comention(
     offset = torch.arange(total) - (partners.cumsum(0) - partners)[position]
     u, v = rows_t[position], rows_t[position + 1 + offset]
     pairs = torch.stack([torch.minimum(u, v), torch.maximum(u, v)])
+    from torch_geometric.utils import coalesce  # here: the query-side entity matcher imports this module's names_in_normalized
+
     edge_index, w = coalesce(pairs, entity_weight[cols_t[position]], num_nodes=n, reduce="sum")
     w = torch.ones(w.numel()) if weighting == "none" else w.float()
     return edge_index, w

@@ -12,7 +12,7 @@ from torch_geometric.utils import coalesce, degree, remove_self_loops, to_undire
 
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.graph import builders
-from isorag_pyg.graph.entity_graph import entity_embeddings, entity_graph
+from isorag_pyg.graph.entity_graph import entity_graph, with_entity_nodes
 from isorag_pyg.graph.noise import noise_edges
 
 log = logging.getLogger(__name__)
@@ -151,9 +151,7 @@ def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[st
     weight = torch.cat(weights) if weights else torch.empty(0)
     edge_index, (weight, source) = coalesce(edge_index, [weight, source], num_nodes=n, reduce="sum")
     leak = any(name in LEAKY_BUILDERS for name in names)
-    if entity_names:
-        mentions = edge_index[:, (edge_index[0] < num_passages) & (edge_index[1] >= num_passages)]
-        x = torch.cat([x.float(), entity_embeddings(x, mentions, len(entity_names))])
+    x = with_entity_nodes(x, edge_index, len(entity_names))
     data = Data(x=x, edge_index=edge_index, edge_weight=weight, edge_source=source, num_nodes=n)
     data.node_type = (torch.arange(n) >= num_passages).long()
     data.num_passages = num_passages

@@ -189,16 +189,12 @@ def num_passage_nodes(data: Any) -> int:
     return int(getattr(data, "num_passages", None) or data.num_nodes)
 
 
-def attach_entity_nodes(data: Any, names: Sequence[str]) -> Any:
-    """Give a passage-only ``Data`` read back from storage its entity nodes ``names`` again (rows
-    after the passages, already in ``data.edge_index``): their ``x`` (as at build time), node
-    types and counts. Returns ``data``."""
-    num_passages = data.x.size(0)
-    data.num_passages, data.entity_names = num_passages, list(names)
-    if names:
-        ei = data.edge_index
-        mentions = ei[:, (ei[0] < num_passages) & (ei[1] >= num_passages)]
-        data.x = torch.cat([data.x.float(), entity_embeddings(data.x, mentions, len(names))])
-        data.num_nodes = num_passages + len(names)
-    data.node_type = (torch.arange(data.num_nodes) >= num_passages).long()
-    return data
+def with_entity_nodes(x: Tensor, edge_index: Tensor, num_entities: int) -> Tensor:
+    """The passages' rows ``x`` followed by the vectors of ``num_entities`` entity nodes (the rows
+    after the passages in ``edge_index``): :func:`entity_embeddings` of the passages linked to
+    them. ``x`` itself when there are none."""
+    if not num_entities:
+        return x
+    num_passages = x.size(0)
+    mentions = edge_index[:, (edge_index[0] < num_passages) & (edge_index[1] >= num_passages)]
+    return torch.cat([x.float(), entity_embeddings(x, mentions, num_entities)])

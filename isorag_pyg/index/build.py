@@ -7,8 +7,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from isorag_pyg import defaults
 from isorag_pyg.datasets.corpus_files import check_max_tokens
 from isorag_pyg.datasets.types import Passage, QADataset, train_eval_overlap
@@ -20,6 +18,7 @@ from isorag_pyg.index.corpus import as_passages, corpus_hash
 from isorag_pyg.index.f_theta import adopt_f_theta, train_f_theta
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
+from isorag_pyg.progress import progress as show_progress
 from isorag_pyg.retrieval.ann import ANNIndex, resolve_params
 from isorag_pyg.store.contents import IndexContents
 from isorag_pyg.store.passages import PassageStore
@@ -95,7 +94,7 @@ def build_index(
     f_theta = resolve_f_theta(f_theta, phi)
     resolve_params(ann, ann_params, len(corpus))
     spec = graph_spec_of(graph, corpus)
-    with tqdm(total=3 + (f_theta is not None) + (ann != "exact"), desc="index", disable=not progress, leave=False) as stages:
+    with show_progress(total=3 + (f_theta is not None) + (ann != "exact"), desc="index", enabled=progress) as stages:
         stages.set_postfix_str("encoding passages")
         encoder = SentenceEncoder(encoder, show_progress=progress) if isinstance(encoder, str) else encoder
         x = encoder.encode([p.content for p in corpus])

@@ -40,8 +40,10 @@ class RetrieverSource(Protocol):
     bridging: Tensor
     quarantine_mask: Tensor  # [N] bool: passages a user quarantined
     ann: ANNIndex | None
-    graph: Any  # the corpus graph (``Data``; an entity graph's ``entity_names``)
+    graph: Any  # the corpus graph (PyG ``Data``), for retrievers that need more of it than the ones here read
     graph_spec: dict[str, Any]  # the builders and their arguments
+    entity_names: list[str]  # an entity graph's entity nodes (rows after the passages)
+    unique_mentions: dict[str, int]  # its entities that only one passage mentions -> that passage's row
 
     def retrieval_graph(self, device: str | torch.device = "auto") -> RetrievalGraph: ...
 
@@ -54,8 +56,8 @@ Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"
 def _entity_matcher(source: RetrieverSource, unique_mentions: bool = True) -> QueryEntityMatcher | None:
     """The matcher of the entity nodes (and, with ``unique_mentions``, the passages that alone
     mention an entity) a question names; ``None`` on a graph without entity nodes."""
-    names = getattr(source.graph, "entity_names", [])
-    unique = getattr(source.graph, "unique_mentions", {}) if unique_mentions else {}
+    names = source.entity_names
+    unique = source.unique_mentions if unique_mentions else {}
     return QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec), unique) if names else None
 
 

@@ -31,7 +31,7 @@ from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.store.contents import IndexContents
-from isorag_pyg.store.passages import PassageStore
+from isorag_pyg.store.passages import PassageStore, rows_of
 from isorag_pyg.utils.bridging import bridging_from_ball
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
@@ -239,17 +239,3 @@ def _member(keys: Tensor, sorted_keys: Tensor) -> Tensor:
         return torch.zeros_like(keys, dtype=torch.bool)
     slot = torch.searchsorted(sorted_keys, keys).clamp_max(sorted_keys.numel() - 1)
     return sorted_keys[slot] == keys
-
-
-def rows_of(passages: PassageStore, ids: Iterable[str], verb: str = "remove") -> Tensor:
-    """The sorted distinct rows of passage ``ids`` (``verb`` names the caller in errors: a string
-    instead of a list, no id, an unknown id)."""
-    if isinstance(ids, str):
-        raise TypeError(f"{verb}() takes a list of passage ids, got the string {ids!r} (write [{ids!r}])")
-    ids = list(ids)
-    if not ids:
-        raise ValueError(f"{verb}() needs at least one passage id")
-    rows = [passages.row_of(str(i)) for i in ids]
-    if missing := [i for i, r in zip(ids, rows) if r is None]:
-        raise ValueError(f"no passage with id {missing[0]!r} in the index" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    return torch.tensor(sorted(set(rows)), dtype=torch.long)

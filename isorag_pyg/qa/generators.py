@@ -12,9 +12,8 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol
 
-from tqdm import tqdm
-
 from isorag_pyg.plugins import Registry
+from isorag_pyg.progress import progress
 from isorag_pyg.qa.answer_cache import AnswerCache, request_key
 from isorag_pyg.qa.prompt import Request, first_answer
 
@@ -130,13 +129,15 @@ class OpenAIChatGenerator:
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             futures = [pool.submit(ask, request) for request in requests]
-            try:
-                for done in tqdm(as_completed(futures), total=len(futures), desc=desc, leave=False):
-                    done.result()
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+            error: BaseException | None = None
+            for done in progress(as_completed(futures), total=len(futures), desc=desc):
+                if done.cancelled() or isinstance(done.exception(), CancelledError) or error is not None:
+                    continue  # skipped after the failure, which may finish after requests it made skip
+                if (error := done.exception()) is not None:
+                    for future in futures:
+                        future.cancel()
+            if error is not None:
+                raise error
             return [future.result() for future in futures]
 
 
@@ -195,7 +196,7 @@ class TransformersGenerator:
         ids = [self.encode(r) for r in requests]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[dict[str, Any]] = [{} for _ in ids]
-        for start in tqdm(range(0, len(order), self.batch_size), desc="generating", leave=False):
+        for start in progress(range(0, len(order), self.batch_size), desc="generating"):
             chunk = order[start:start + self.batch_size]
             for i, answer in zip(chunk, self._generate_batch([ids[i] for i in chunk])):
                 out[i] = {"answer": answer, "prompt_tokens": len(ids[i])}

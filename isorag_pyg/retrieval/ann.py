@@ -3,6 +3,9 @@ HNSW or IVF with the inner-product metric on unit-norm float32 vectors, so score
 
 The index is serialised to bytes (:func:`faiss.serialize_index`) and kept as a ``uint8`` tensor
 in a safetensors file, kind and parameters in its metadata: no pickle.
+
+FAISS is imported where an index is built or read, not with this module: an index without one
+(the exact scan, the default) is queried without it.
 """
 from __future__ import annotations
 
@@ -10,14 +13,16 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import faiss
 import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import Tensor
+
+if TYPE_CHECKING:
+    import faiss
 
 #: ``ann`` choices: the exact scan (no FAISS index) or one of FAISS's approximate indexes.
 ANN_KINDS = ("exact", "hnsw", "ivf")
@@ -76,6 +81,8 @@ class ANNIndex:
     """
 
     def __init__(self, index: faiss.Index, kind: str, params: Mapping[str, int]):
+        import faiss
+
         if index.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise ValueError("the FAISS index must use the inner-product metric")
         self.faiss_index, self.kind, self.params = index, kind, dict(params)
@@ -87,6 +94,8 @@ class ANNIndex:
         ``ef_construction``, ``ef_search``) or ``"ivf"`` (``nlist``, ``nprobe``, and k-means
         trained on ``train_size`` rows drawn with ``seed``) (default parameters:
         :data:`DEFAULT_PARAMS`)."""
+        import faiss
+
         if kind == "exact":
             raise ValueError("ann='exact' scans every passage and builds no FAISS index")
         n, dim = embeddings.shape
@@ -120,6 +129,8 @@ class ANNIndex:
         retrievers built before may hold, is left as it is."""
         if embeddings.size(-1) != self.dim:
             raise ValueError(f"embeddings have size {embeddings.size(-1)}, the ANN index {self.dim}")
+        import faiss
+
         copy = ANNIndex(faiss.clone_index(self.faiss_index), self.kind, self.params)
         copy.faiss_index.add(_as_faiss(embeddings))
         return copy
@@ -153,11 +164,15 @@ class ANNIndex:
 
     def to_bytes(self) -> Tensor:
         """The serialised FAISS index as a ``uint8`` tensor."""
+        import faiss
+
         return torch.from_numpy(faiss.serialize_index(self.faiss_index))
 
     @classmethod
     def from_bytes(cls, data: Tensor, kind: str, params: Mapping[str, int]) -> ANNIndex:
         """The index :meth:`to_bytes` serialised; ``ValueError`` when it is not an index of ``kind``."""
+        import faiss
+
         index = faiss.deserialize_index(np.ascontiguousarray(data.numpy()))
         expected = faiss.IndexHNSWFlat if kind == "hnsw" else faiss.IndexIVFFlat
         if not isinstance(index, expected):

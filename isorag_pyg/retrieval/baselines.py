@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import bm25s
 import numpy as np
 import torch
 
@@ -54,6 +53,8 @@ class BM25Retriever:
     name = "bm25"
 
     def __init__(self, texts: list[str], knobs: BM25Knobs = BM25Knobs(), **changes: Any):
+        import bm25s  # here: the other retrievers are queried without it
+
         if not texts:
             raise ValueError("BM25 needs a non-empty corpus")
         self.knobs = knobs = knobs.replace(**changes)
@@ -68,6 +69,8 @@ class BM25Retriever:
         k = check_k(k, self.num_docs)
         if len(queries) == 0:
             raise ValueError("retrieve() needs at least one query")
+        import bm25s
+
         tokens = bm25s.tokenize(queries.texts, stopwords=self.knobs.stopwords, show_progress=False)
         docs, scores = self.model.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         indices = torch.as_tensor(np.asarray(docs, dtype=np.int64))

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
-from isorag_pyg.utils.csr import rowptr_from_sorted_rows
+from isorag_pyg.utils.csr import is_clean_undirected, rowptr_from_sorted_rows
 from isorag_pyg.utils.isoperimetric import clean_edge_index
 
 
@@ -44,13 +43,10 @@ class RetrievalGraph:
         self.num_passages = self.num_nodes if num_passages is None else num_passages
         if edge_index.numel() and int(edge_index.max()) >= self.num_nodes:
             raise ValueError(f"edge_index refers to node {int(edge_index.max())} but there are {self.num_nodes} passages")
-        if edge_weight is None:
-            edge_index = clean_edge_index(to_undirected(edge_index.long(), num_nodes=self.num_nodes), self.num_nodes)
-        else:
-            if edge_weight.numel() != edge_index.size(1) or not (torch.isfinite(edge_weight).all() and (edge_weight >= 0).all()):
-                raise ValueError(f"edge_weight must hold one finite, non-negative weight per edge ({edge_index.size(1)}), got {edge_weight.numel()}")
-            edge_index, edge_weight = to_undirected(edge_index.long(), edge_weight.float(), num_nodes=self.num_nodes, reduce="mean")
-            edge_index, edge_weight = coalesce(*remove_self_loops(edge_index, edge_weight), num_nodes=self.num_nodes, reduce="mean")
+        if edge_weight is not None and (edge_weight.numel() != edge_index.size(1)
+                                        or not (torch.isfinite(edge_weight).all() and (edge_weight >= 0).all())):
+            raise ValueError(f"edge_weight must hold one finite, non-negative weight per edge ({edge_index.size(1)}), got {edge_weight.numel()}")
+        edge_index, edge_weight = _clean(edge_index.long(), None if edge_weight is None else edge_weight.float(), self.num_nodes)
         self.edge_index = edge_index.to(self.device)
         self.rowptr = rowptr_from_sorted_rows(self.edge_index[0], self.num_nodes)
         self.col = self.edge_index[1]
@@ -93,3 +89,17 @@ class RetrievalGraph:
     def scores(self, query_embeddings: Tensor) -> Tensor:
         """Cosine scores ``[Q, N]`` of unit-norm queries against every node (passages first)."""
         return self.unit_queries(query_embeddings) @ self.embeddings.t()
+
+
+def _clean(edge_index: Tensor, edge_weight: Tensor | None, num_nodes: int) -> tuple[Tensor, Tensor | None]:
+    """The graph symmetrised, without self-loops, coalesced (weights of merged edges: their mean),
+    by PyG's functions; a graph that is so already (a saved index's) is taken as it is, without
+    importing torch_geometric (more than a second: longer than a query)."""
+    if is_clean_undirected(edge_index, num_nodes, edge_weight):
+        return edge_index, edge_weight
+    from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
+
+    if edge_weight is None:
+        return clean_edge_index(to_undirected(edge_index, num_nodes=num_nodes), num_nodes), None
+    edge_index, edge_weight = to_undirected(edge_index, edge_weight, num_nodes=num_nodes, reduce="mean")
+    return coalesce(*remove_self_loops(edge_index, edge_weight), num_nodes=num_nodes, reduce="mean")

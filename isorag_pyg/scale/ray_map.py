@@ -47,15 +47,15 @@ def ray_map(texts: Sequence[str], step: MapStep, address: str | None = None, wor
     ``None`` for a Ray instance on this machine only; a Ray session already open in this process
     is used as it is. Each actor takes ``cpus_per_worker`` CPUs (its torch threads) and
     ``gpus_per_worker`` GPUs (1: one actor per GPU)."""
-    try:
-        import ray
-    except ImportError as err:
-        raise ImportError(RAY_MISSING) from err
     texts = list(texts)
     if not texts:
         raise ValueError("ray_map needs at least one text")
     if workers < 1 or batch_size < 1:
         raise ValueError(f"workers and batch_size must be >= 1, got {workers} and {batch_size}")
+    try:  # after the arguments' checks: they need no Ray
+        import ray
+    except ImportError as err:
+        raise ImportError(RAY_MISSING) from err
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)

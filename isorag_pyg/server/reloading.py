@@ -11,10 +11,15 @@ answer carries the version that produced it. In a server that froze its loaded o
 the garbage collector (:meth:`ServedIndex.freeze`), the first batch after a reload frees the
 replaced version and freezes the new one (one full collection per reload). The freeze is
 process-wide: serve one app per process.
+
+The served version reads private copies of its files, so files changed under it do no harm;
+:meth:`ServedIndex.disk_state` says whether the directory still holds that version
+(:class:`~isorag_pyg.store.disk_check.DiskCheck`) and logs one line whenever that changes.
 """
 from __future__ import annotations
 
 import gc
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +31,13 @@ from isorag_pyg.encoders import TextEncoder
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.server.engine import Hits, RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.memory import freeze_long_lived
+from isorag_pyg.store.disk_check import DiskCheck, DiskState
 from isorag_pyg.store.locking import read_generation
+
+log = logging.getLogger(__name__)
+
+#: Seconds between checks of the index's files when ``--watch-seconds`` does not say.
+DISK_CHECK_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -52,10 +63,13 @@ class ServedIndex:
         self._reload_lock = threading.Lock()
         self.reloads = 0
         self.refused_version: int | None = None  # the version on disk the watch failed to open last
+        self.refused_reason = ""  # and why
         self.retry_in_s = 0.0  # and how long it waits before opening that version again
         self._retry_at = 0.0
         self.frozen = False  # the objects loaded are out of the collector's full collections (freeze)
         self._refreeze = False  # a reload replaced the version: free it and freeze anew before the next batch
+        self._disk_lock = threading.Lock()
+        self._disk, self._reported = self._disk_check(engine), DiskState("ok")
 
     @property
     def index(self) -> ISORAGIndex:
@@ -87,6 +101,29 @@ class ServedIndex:
         version = engine.index.generation
         return [o if isinstance(o, Exception) else Served(o, version) for o in engine.run(requests)]
 
+    @staticmethod
+    def _disk_check(engine: RetrievalEngine) -> DiskCheck | None:
+        origin = engine.index.origin
+        return DiskCheck(origin) if origin is not None and origin.files else None
+
+    def disk_state(self) -> DiskState:
+        """Whether the directory still holds the served version (``"ok"``), another saved version
+        (``"stale"``: a reload serves it) or files changed in place, or a saved version the watch
+        could not open (``"changed"``: the served version is still answered, from its private
+        copies); logged once per change."""
+        with self._disk_lock:
+            state = DiskState("ok") if self._disk is None else self._disk.state()
+            if state.state == "stale" and self.refused_version is not None and read_generation(self.directory) == self.refused_version:
+                state = DiskState("changed", (f"version {self.refused_version} on disk cannot be opened: {self.refused_reason}",))
+            if state != self._reported:
+                self._reported = state
+                if state.state == "ok":
+                    log.warning("index %s: the files on disk hold the served version %d again", self.directory, self.version)
+                else:
+                    log.warning("index %s: the files on disk no longer hold the served version %d (%s: %s); still serving it from memory",
+                                self.directory, self.version, state.state, "; ".join(state.problems))
+            return state
+
     def changed_on_disk(self) -> bool:
         return read_generation(self.directory) != self.version
 
@@ -105,7 +142,8 @@ class ServedIndex:
             return None
         try:
             return self.reload()
-        except Exception:
+        except Exception as err:
+            self.refused_reason = str(err)
             again = on_disk == self.refused_version
             self.retry_in_s = min(2 * self.retry_in_s, self.RETRY_MAX_S) if again else self.RETRY_FIRST_S
             self.refused_version, self._retry_at = on_disk, time.monotonic() + self.retry_in_s
@@ -125,7 +163,8 @@ class ServedIndex:
             engine = RetrievalEngine(index)
             engine.prepare(old)
             engine.stats = old.stats  # the counters carry on
-            self.engine = engine
+            with self._disk_lock:
+                self.engine, self._disk, self._reported = engine, self._disk_check(engine), DiskState("ok")
             self.reloads += 1
             self._refreeze = self.frozen
             return {"reloaded": True, **self.describe()}

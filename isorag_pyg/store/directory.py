@@ -19,9 +19,10 @@ from typing import Any
 from isorag_pyg import defaults
 from isorag_pyg.store.layout import FORMAT_VERSION, MANIFEST, IndexFormatError
 from isorag_pyg.store.locking import index_lock, read_generation, remove_debris, temp_dir_name
+from isorag_pyg.store.permissions import Permissions
 from isorag_pyg.store.snapshot import OpenedVersion
 from isorag_pyg.store.validation import validate_manifest
-from isorag_pyg.utils.files import apply_umask, file_sha256
+from isorag_pyg.utils.files import file_sha256
 
 
 def _manifest_digest(manifest: dict[str, Any]) -> str:
@@ -57,6 +58,22 @@ def is_index_dir(path: Path) -> bool:
     return (path / MANIFEST).is_file()
 
 
+def check_destination(target: str | Path) -> None:
+    """Fail now, before any work, where saving to ``target`` would fail: :class:`FileExistsError`
+    when it is something other than a missing path, an empty folder or an index;
+    :class:`NotADirectoryError` or :class:`PermissionError` when what would hold it (the nearest
+    path above it that exists) is not a folder this process may write in."""
+    target = Path(target).absolute()
+    if target.exists() and not (target.is_dir() and (is_index_dir(target) or not any(target.iterdir()))):
+        raise FileExistsError(f"{target}: exists and is not an isorag index (refusing to replace it)")
+    holder = target.parent
+    while not holder.exists() and holder != holder.parent:
+        holder = holder.parent
+    if not holder.is_dir() or not os.access(holder, os.W_OK | os.X_OK):
+        error = PermissionError if holder.is_dir() else NotADirectoryError
+        raise error(f"{target}: cannot write there ({holder} is not a folder this process may write in)")
+
+
 def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, Any]],
                     lock_timeout: float = defaults.LOCK_TIMEOUT_S) -> Path:
     """Write an index to ``target`` atomically, holding its writer lock (see
@@ -67,8 +84,9 @@ def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, 
     is fsynced, and only then does the new directory take ``target``'s place (an atomic swap
     where the system allows it). A crash before that leaves the previous index as it was.
     ``target`` may be missing, an empty directory or an earlier index; anything else is refused.
-    The manifest's ``generation`` counts the versions saved there; files get the process umask's
-    modes.
+    The manifest's ``generation`` counts the versions saved there. Over an earlier index, the
+    directory and files keep its modes (and owner, where permitted); a first save follows the
+    umask (:mod:`~isorag_pyg.store.permissions`).
     """
     target = Path(target)
     with index_lock(target, lock_timeout):
@@ -77,22 +95,24 @@ def write_index_dir(target: str | Path, write_files: Callable[[Path], dict[str, 
 
 
 def _write_locked(target: Path, write_files: Callable[[Path], dict[str, Any]]) -> Path:
-    if target.exists() and not (target.is_dir() and (is_index_dir(target) or not any(target.iterdir()))):
-        raise FileExistsError(f"{target}: exists and is not an isorag index (refusing to replace it)")
+    check_destination(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    permissions = Permissions.of(target)
     tmp = temp_dir_name(target)
-    tmp.mkdir()
+    tmp.mkdir(mode=0o700)  # private until the final modes are set, just before the swap
     try:
         manifest = {**write_files(tmp), "generation": read_generation(target) + 1}
         files = {}
         for path in sorted(p for p in tmp.iterdir() if p.name != MANIFEST):
-            apply_umask(path)  # safetensors writes 0600
+            permissions.apply_file(path)  # safetensors writes 0600
             _fsync(path)
             files[path.name] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
         manifest = {**manifest, "files": files}
         manifest["manifest_sha256"] = _manifest_digest(manifest)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        permissions.apply_file(tmp / MANIFEST)
         _fsync(tmp / MANIFEST)
+        permissions.apply_directory(tmp)
         _fsync(tmp)
         if not target.exists():
             os.rename(tmp, target)
@@ -110,10 +130,13 @@ def _write_locked(target: Path, write_files: Callable[[Path], dict[str, Any]]) -
     return target
 
 
-def read_manifest(directory: str | Path, verify: bool = True, opened: OpenedVersion | None = None) -> dict[str, Any]:
+def read_manifest(directory: str | Path, verify: bool = True, opened: OpenedVersion | None = None,
+                  deferred: tuple[str, ...] = ()) -> dict[str, Any]:
     """The manifest of an index directory, after checking its format version, its own checksum,
     its schema (:mod:`~isorag_pyg.store.validation`) and, unless ``verify`` is ``False``, the
-    size and SHA-256 of every file it lists (sizes are always checked). With ``opened``, the
+    size and SHA-256 of every file it lists (sizes are always checked), each file copied into
+    private memory first so that the bytes checked are the bytes read later; a ``deferred`` file
+    is checked in place, not copied (its reader copies and checks it again on first use). With ``opened``, the
     manifest and files of that opened version are read."""
     directory = Path(directory)
     if opened is None:
@@ -133,11 +156,13 @@ def read_manifest(directory: str | Path, verify: bool = True, opened: OpenedVers
         raise IndexFormatError(path, "checksum mismatch: the manifest was edited or corrupted")
     validate_manifest(path, manifest)
     for name, expected in manifest["files"].items():
-        file, shown = opened.path(name), directory / name
-        if not file.is_file():
+        shown = directory / name
+        copy = None if name in deferred else opened.copy(name, digest=verify)
+        size = opened.size(name) if copy is None else copy.size
+        if size is None:
             raise IndexFormatError(shown, "missing")
-        if file.stat().st_size != expected["bytes"]:
-            raise IndexFormatError(shown, f"size {file.stat().st_size} bytes, the manifest says {expected['bytes']} (truncated or replaced)")
-        if verify and file_sha256(file) != expected["sha256"]:
+        if size != expected["bytes"]:
+            raise IndexFormatError(shown, f"size {size} bytes, the manifest says {expected['bytes']} (truncated or replaced)")
+        if verify and (opened.digest(name) if copy is None else copy.sha256) != expected["sha256"]:
             raise IndexFormatError(shown, "checksum mismatch (corrupted or tampered with)")
     return manifest

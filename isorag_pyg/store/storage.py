@@ -15,59 +15,97 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safetensors.torch import load_file, save_file
 from torch import Tensor
-from torch_geometric.data import Data
 
 from isorag_pyg import defaults
 from isorag_pyg.datasets.corpus_files import check_max_tokens
-from isorag_pyg.graph.entity_graph import attach_entity_nodes
+from isorag_pyg.graph.entity_graph import with_entity_nodes
 from isorag_pyg.knobs import PhiSpec
-from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
-from isorag_pyg.store.contents import IndexContents
+from isorag_pyg.store.contents import IndexContents, StoredGraph
 from isorag_pyg.store.directory import _manifest_digest, read_manifest, write_index_dir
 from isorag_pyg.store.ids import next_number
 from isorag_pyg.store.layout import ANN, ENTITIES, F_THETA, FORMAT_VERSION, MANIFEST, PASSAGES, TENSORS, IndexFormatError
 from isorag_pyg.store.locking import check_not_stale, index_lock, read_generation
+from isorag_pyg.store.origin import Origin, saved_origin
 from isorag_pyg.store.passages import PassageStore, write_passages
+from isorag_pyg.store.sealed import SealedCopy
 from isorag_pyg.store.snapshot import OpenedVersion
 from isorag_pyg.store.validation import check_finite_weights, check_index_tensors, require_listed
 from isorag_pyg.utils.bridging import bridging_from_ball
 from isorag_pyg.utils.files import file_sha256
 from isorag_pyg.version import __version__
 
+if TYPE_CHECKING:
+    from isorag_pyg.nn.poincare_encoder import PoincareEncoder
+
 log = logging.getLogger(__name__)
 
 #: Re-exported: what callers and tests take from here.
-__all__ = ["FORMAT_VERSION", "MANIFEST", "IndexFormatError", "_manifest_digest", "file_sha256", "load_index", "read_manifest",
+__all__ = ["FORMAT_VERSION", "MANIFEST", "IndexFormatError", "Origin", "_manifest_digest", "file_sha256", "load_index", "read_manifest",
            "save_index", "write_index_dir"]
 
 
 @dataclass(frozen=True)
 class StoredANN:
-    """An ANN index still in its file: an opened index reads it on first use."""
+    """An ANN index still in its file: an opened index reads it on first use, from a private copy
+    of the file it opened (its digest checked then, against ``sha256``; ``None``: not verified),
+    so that a large ANN index is not held twice (copy and FAISS) while unused."""
 
     path: Path
     kind: str
     params: dict[str, Any]
-    handle: Any = None  # the file of the version the index was opened from (read through /proc/self/fd)
+    handle: Any = None  # the file of the version the index was opened from
+    sha256: str | None = None
 
     def open(self, num_passages: int, dim: int) -> ANNIndex:
-        """The index, checked against the passages it must cover."""
-        source = self.path
-        if self.handle is not None and not self.handle.closed and Path("/proc/self/fd").is_dir():
-            source = Path(f"/proc/self/fd/{self.handle.fileno()}")
+        """The index, checked against its digest and the passages it must cover."""
         try:
-            ann = ANNIndex.load(source)
+            if self.handle is None or self.handle.closed:
+                ann = ANNIndex.load(self.path)
+            else:
+                copy = SealedCopy(self.handle.fileno(), self.path, digest=self.sha256 is not None)
+                try:
+                    if self.sha256 is not None and copy.sha256 != self.sha256:
+                        raise IndexFormatError(self.path, "checksum mismatch: changed since the index was opened")
+                    ann = ANNIndex.load(copy.path)
+                finally:
+                    copy.close()
+        except IndexFormatError:
+            raise
         except Exception as err:  # noqa: BLE001 - safetensors' or FAISS's own errors
             raise IndexFormatError(self.path, f"unreadable ANN index ({err})") from None
         if (ann.kind, ann.num_passages, ann.dim) != (self.kind, num_passages, dim):
             raise IndexFormatError(self.path, f"a {ann.kind} index of {ann.num_passages} vectors of size {ann.dim}, "
                                               f"not the manifest's {self.kind} over {num_passages} passages")
         return ann
+
+
+@dataclass(frozen=True)
+class StoredFTheta:
+    """f_θ's weights as read (and checked finite) from its file: an opened index builds the
+    :class:`~isorag_pyg.nn.poincare_encoder.PoincareEncoder` (and imports geoopt) on first use,
+    which answering questions never needs."""
+
+    path: Path
+    weights: dict[str, Tensor]
+    architecture: dict[str, Any]
+    curvature: float
+
+    def open(self) -> PoincareEncoder:
+        """The encoder with these weights, in evaluation mode (:class:`IndexFormatError` when they do not fit it)."""
+        from isorag_pyg.nn.poincare_encoder import PoincareEncoder
+
+        arch = self.architecture
+        try:
+            f_theta = PoincareEncoder(arch["in_dim"], arch["out_dim"], arch["hidden_dim"], self.curvature)
+            f_theta.load_state_dict(self.weights)
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise IndexFormatError(self.path, f"f_θ's weights do not fit its architecture ({err})") from None
+        return f_theta.eval()
 
 
 def ann_info(ann: ANNIndex | StoredANN | None) -> dict[str, Any]:
@@ -103,11 +141,11 @@ def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpe
     }
 
 
-def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOUT_S, origin: tuple[Path, int] | None = None,
-               **fields: Any) -> tuple[Path, int]:
+def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOUT_S, origin: Origin | None = None,
+               **fields: Any) -> Origin:
     """Write an index, given as its constructor arguments, to ``directory`` atomically (see
     :func:`~isorag_pyg.store.directory.write_index_dir`) and return its new ``origin``: the
-    resolved directory and the version (``generation``) saved there.
+    resolved directory, the version (``generation``) saved there and its files.
 
     Holds the directory's writer lock (waiting up to ``lock_timeout`` seconds for another
     writer, then :class:`~isorag_pyg.store.locking.IndexLockTimeout`). Saving back to
@@ -130,8 +168,9 @@ def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOU
             if (value := getattr(contents, key)) is not None:
                 tensors[key] = (value.float() if key == "z" else value.long()).contiguous()
         save_file(tensors, tmp / TENSORS)
-        if f_theta is not None:
-            save_file({k: v.contiguous() for k, v in f_theta.state_dict().items()}, tmp / F_THETA)
+        if f_theta is not None:  # an opened index's stored weights, as read, or a module's
+            weights = f_theta.weights if isinstance(f_theta, StoredFTheta) else f_theta.state_dict()
+            save_file({k: v.contiguous() for k, v in weights.items()}, tmp / F_THETA)
         if ann is not None:
             ann.save(tmp / ANN)
         names, unique = getattr(graph, "entity_names", []), getattr(graph, "unique_mentions", {})
@@ -145,7 +184,7 @@ def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOU
         if origin is not None and origin[0] == directory.resolve():
             check_not_stale(directory, origin[1])
         write_index_dir(directory, write, lock_timeout)
-        return directory.resolve(), read_generation(directory)
+        return saved_origin(directory, read_generation(directory))
 
 
 def load_index(directory: str | Path, verify: bool = True) -> dict[str, Any]:
@@ -153,21 +192,23 @@ def load_index(directory: str | Path, verify: bool = True) -> dict[str, Any]:
     there when it was opened, whatever writers do meanwhile (:mod:`~isorag_pyg.store.snapshot`).
     Every file's size is checked and, unless ``verify`` is ``False``, its SHA-256; the manifest's
     schema and the tensors' shapes, types and ranges are validated
-    (:mod:`~isorag_pyg.store.validation`); tensors are memory-mapped. Raises
+    (:mod:`~isorag_pyg.store.validation`); every file is read from a private copy made when it
+    was verified (:mod:`~isorag_pyg.store.sealed`), so nothing done to the files afterwards
+    changes or breaks the index; ``origin`` records what was read. Raises
     :class:`IndexFormatError` naming the file for anything missing, corrupt or too new."""
     directory = Path(directory)
     with OpenedVersion(directory) as version:
-        manifest = read_manifest(directory, verify, version)
+        manifest = read_manifest(directory, verify, version, deferred=(ANN,))
         try:
-            fields = _read_files(directory, manifest, version)
+            fields = _read_files(directory, manifest, version, verify)
         except IndexFormatError:
             raise
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
             raise IndexFormatError(directory, f"inconsistent index ({err})") from None
-    return {**fields, "origin": (directory.resolve(), manifest.get("generation", 0))}
+        return {**fields, "origin": version.origin(manifest.get("generation", 0), manifest["files"])}
 
 
-def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersion) -> dict[str, Any]:
+def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersion, verify: bool) -> dict[str, Any]:
     info = manifest.get("f_theta")
     ann = manifest.get("ann", ann_info(None))
     counts, statistics = manifest["counts"], manifest["graph"]["statistics"]
@@ -179,23 +220,19 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     builders = list(statistics.get("builders", manifest["graph"]["builders"]))
     check_index_tensors(directory / TENSORS, tensors, n, dim, counts["edges"], len(builders), manifest["files"][PASSAGES]["bytes"],
                         info["architecture"]["out_dim"] if info is not None else None, float(manifest["phi"].get("curvature", 1.0)), entities)
-    graph = Data(x=tensors["embeddings"], edge_index=tensors["edge_index"], edge_weight=tensors["edge_weight"],
-                 edge_source=tensors["edge_source"], num_nodes=n)
-    graph.builders, graph.leak = builders, bool(statistics.get("leak", False))  # as corpus_graph sets them at build time
-    names, graph.unique_mentions = _read_entities(version.path(ENTITIES), n, directory) if stored_entities else ([], {})
+    names, unique = _read_entities(version.path(ENTITIES), n, directory) if stored_entities else ([], {})
     if len(names) != entities:
         raise IndexFormatError(directory / ENTITIES, f"{len(names)} entity names for {entities} entity nodes")
-    attach_entity_nodes(graph, names)
+    graph = StoredGraph(with_entity_nodes(tensors["embeddings"], tensors["edge_index"], len(names)), tensors["edge_index"],
+                        tensors["edge_weight"], tensors["edge_source"], n, builders, bool(statistics.get("leak", False)), names, unique)
     phi = PhiSpec(**manifest["phi"])
     f_theta = None
     if info is not None:
-        arch = info["architecture"]
-        f_theta = PoincareEncoder(arch["in_dim"], arch["out_dim"], arch["hidden_dim"], phi.curvature)
         weights = _load_tensors(version.path(F_THETA), directory / F_THETA)
         check_finite_weights(directory / F_THETA, weights)
-        f_theta.load_state_dict(weights)
-        f_theta.eval()
-    stored_ann = None if ann["kind"] == "exact" else StoredANN(directory / ANN, ann["kind"], ann["params"], version.keep(ANN))
+        f_theta = StoredFTheta(directory / F_THETA, weights, info["architecture"], phi.curvature)
+    stored_ann = None if ann["kind"] == "exact" else StoredANN(directory / ANN, ann["kind"], ann["params"], version.keep(ANN),
+                                                               manifest["files"][ANN]["sha256"] if verify else None)
     passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"], read_from=version.path(PASSAGES))
     bridging = tensors.get("bridging")
     if bridging is None:  # saved before bridging scores existed: computed once here, saved with the next update

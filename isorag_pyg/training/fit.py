@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,9 @@ from isorag_pyg.training.datamodule import GraphTripletDataModule
 from isorag_pyg.training.module import HyperbolicEmbeddingModule
 
 log = logging.getLogger(__name__)
+# Lightning calls an API torch deprecated (LeafSpec) on every fit: a note between those two
+# projects, silenced here where training calls Lightning
+warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 
 @dataclass
 class FThetaFit:

@@ -25,7 +25,6 @@ import math
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import scatter
 
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.utils.csr import expand_neighbors, rowptr_from_sorted_rows
@@ -101,6 +100,8 @@ def bridging_score(edge_index: Tensor, log_vol: Tensor, eps: float = PhiSpec.eps
         >>> [round(b, 3) for b in bridging_score(star, torch.zeros(4), shell_floor=1.0).tolist()]
         [0.405, -0.288, -0.288, -0.288]
     """
+    from torch_geometric.utils import scatter  # here, not with the module: opening an index imports no PyG
+
     edges, delta = profile_change(edge_index, log_vol, eps, shell_floor, floor_unit, path_budget)
     score = scatter(delta, edges[1], dim=0, dim_size=log_vol.numel(), reduce="mean")
     linked = torch.zeros_like(score, dtype=torch.bool).index_fill_(0, edges[1], True)

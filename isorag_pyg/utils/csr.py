@@ -38,3 +38,24 @@ def expand_neighbors(rowptr: Tensor, col: Tensor, nodes: Tensor) -> tuple[Tensor
     """
     position, slot = neighbor_edges(rowptr, nodes)
     return position, col[slot]
+
+
+def is_clean_undirected(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None) -> bool:
+    """Whether ``edge_index`` (with ``edge_weight``) is already what symmetrising, dropping
+    self-loops and coalescing would make of it: sorted by (source, target) without repeats or
+    self-loops, every edge's reverse present, with the same weight. A saved index's graph is
+    (the corpus graph is built so), so retrieval skips those steps for it.
+
+    Example:
+        >>> is_clean_undirected(torch.tensor([[0, 1], [1, 0]]), 2), is_clean_undirected(torch.tensor([[0], [1]]), 2)
+        (True, False)
+    """
+    if edge_index.numel() == 0:
+        return True
+    src, dst = edge_index
+    keys = src * num_nodes + dst
+    if bool((src == dst).any()) or not bool((keys[1:] > keys[:-1]).all()):
+        return False
+    reverse = dst * num_nodes + src
+    slot = torch.searchsorted(keys, reverse).clamp_max(keys.numel() - 1)
+    return bool((keys[slot] == reverse).all()) and (edge_weight is None or bool((edge_weight[slot] == edge_weight).all()))

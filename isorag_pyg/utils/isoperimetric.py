@@ -12,6 +12,10 @@ Everything is computed as logarithms (``logsumexp`` over scatter groups), so :ma
 never overflows. Graphs are read as given: :math:`N(u)` is the set of targets of ``u``'s
 edges (``edge_index[0] == u``); pass an undirected ``edge_index`` (both directions) for the
 symmetric profile. Self-loops and duplicate edges are ignored.
+
+PyG's scatter and coalesce are imported by the functions that compute φ, not with the module: the
+filter's decision (:func:`isoperimetric_keep_mask`, :func:`ablate_log_phi`) runs on every query,
+and a query does not import torch_geometric.
 """
 from __future__ import annotations
 
@@ -20,7 +24,6 @@ from collections.abc import Iterator
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import coalesce, remove_self_loops, scatter
 
 from isorag_pyg.knobs import PHI_MODES, PhiSpec, check_beta
 from isorag_pyg.utils.csr import expand_neighbors, rowptr_from_sorted_rows
@@ -51,6 +54,8 @@ def origin_volume(p: float) -> float:
 
 def scatter_logsumexp(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
     """``log(sum(exp(src)))`` per group of ``index``; empty groups give ``-inf``."""
+    from torch_geometric.utils import scatter
+
     out = torch.full((dim_size,), float("-inf"), dtype=src.dtype, device=src.device)
     if src.numel() == 0:
         return out
@@ -64,7 +69,13 @@ def scatter_logsumexp(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
 
 
 def clean_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """Drop self-loops and duplicates, sort by source (CSR order)."""
+    """Drop self-loops and duplicates, sort by source (CSR order). An edge list that is already so
+    (a saved index's graph) is returned as it is, without importing PyG."""
+    keys = edge_index[0] * num_nodes + edge_index[1]
+    if not bool((edge_index[0] == edge_index[1]).any()) and bool((keys[1:] > keys[:-1]).all()):
+        return edge_index
+    from torch_geometric.utils import coalesce, remove_self_loops
+
     edge_index, _ = remove_self_loops(edge_index)
     return coalesce(edge_index, num_nodes=num_nodes)
 
@@ -81,7 +92,7 @@ def two_hop_shell_pairs(
     row, col = edge_index
     rowptr = rowptr_from_sorted_rows(row, num_nodes)
     deg = rowptr[1:] - rowptr[:-1]
-    paths_per_node = scatter(deg[col], row, dim=0, dim_size=num_nodes, reduce="sum")
+    paths_per_node = deg.new_zeros(num_nodes).scatter_add_(0, row, deg[col])  # PyG's scatter(reduce="sum")
     is_source = None
     if sources is not None:
         is_source = torch.zeros(num_nodes, dtype=torch.bool, device=row.device)

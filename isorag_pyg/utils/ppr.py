@@ -13,14 +13,19 @@ columns on one graph.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import scatter
 
 from isorag_pyg.knobs import PPRKnobs, check_alpha
 from isorag_pyg.utils.csr import neighbor_edges, rowptr_from_sorted_rows
+
+# torch warns on a process's first sparse CSR tensor that their support "is in beta state": a note
+# for torch's users of the sparse API, not for those of a retriever; silenced here, where the
+# tensors are made, for this one message (importing PyG used to hide it as a side effect)
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state", category=UserWarning)
 
 
 @dataclass
@@ -35,7 +40,7 @@ def transition_entries(edge_index: Tensor, num_nodes: int, edge_weight: Tensor |
     ``u -> v``) and the dangling-node mask."""
     src, dst = edge_index
     weight = torch.ones(src.numel(), device=src.device) if edge_weight is None else edge_weight.float()
-    out_weight = scatter(weight, src, dim=0, dim_size=num_nodes, reduce="sum")
+    out_weight = weight.new_zeros(num_nodes).scatter_add_(0, src, weight)  # what PyG's scatter(reduce="sum") runs
     values = weight / out_weight[src].clamp_min(torch.finfo(weight.dtype).tiny)
     return dst, src, values, out_weight == 0
 

@@ -94,7 +94,7 @@ def test_ann_benchmark_compares_exact_hnsw_and_ivf(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compare", ["batching", "backends"])
+@pytest.mark.parametrize("compare", ["batching", pytest.param("backends", marks=pytest.mark.extra("onnx"))])
 def test_load_test_drives_both_servers_at_every_level_and_checks_their_answers(compare, shared_data, tmp_path):
     from isorag_pyg import ISORAGIndex, PhiSpec
     from isorag_pyg.datasets import generate_synthetic_dataset
@@ -128,6 +128,19 @@ def test_load_test_drives_both_servers_at_every_level_and_checks_their_answers(c
     ratio, p99 = (5, 100) if compare == "batching" else (3, 500)
     assert set(result["targets"]) == {f"ratio_at_4_clients>={ratio}", f"p99_{names[0]}_at_4_clients<={p99}ms",
                                       *(f"served_equals_retrieve_{name}" for name in names)}
+
+
+@pytest.mark.slow
+def test_flood_measures_real_clients_with_and_without_idle_and_slow_sockets(tmp_path):
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}
+    subprocess.run([sys.executable, "-m", "benchmarks.flood", "--corpus", "synthetic", "--index", str(tmp_path / "index"), "--idle", "60",
+                    "--slow", "40", "--clients", "4", "--requests", "60", "--warmup", "8", "--settle", "1"],
+                   cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=900)
+    result = json.loads((tmp_path / "flood.json").read_text())
+    assert result["server_alive"] and result["targets"]["no_failed_request"], result
+    assert [result[phase]["answered"] for phase in ("without_before", "with_flood", "without_after")] == [60, 60, 60]
+    assert result["flood"]["connects"] >= 100 and result["server_connections"]["flood_held"]["waiting"] >= 100
+    assert result["p99_ratio"] == round(result["with_flood"]["p99_ms"] / result["without_pooled"]["p99_ms"], 2)
 
 
 @pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem != "__init__"))
@@ -226,3 +239,15 @@ def test_blank_titles_threshold_is_the_middle_of_the_best_run_of_share_intervals
     assert [p.id for p in blanked(corpus)] == [p.id for p in corpus] and all(p.title == "" for p in blanked(corpus))
     kept = sum(p.title != "" for p in blanked(corpus, keep=0.5))
     assert 60 < kept < 140 and blanked(corpus, keep=1.0) == corpus
+
+
+@pytest.mark.slow
+def test_cli_latency_times_every_command_beside_importing_torch(tmp_path):
+    overrides = [arg for override in SMALL[:4] for arg in ("--override", override)]
+    subprocess.run([sys.executable, "-m", "benchmarks.cli_latency", "--dataset", "synthetic", "--rounds", "1", "--passages", "120", *overrides],
+                   cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, check=True, capture_output=True, text=True)
+    result = json.loads((tmp_path / "cli_latency.json").read_text())
+    assert result["same_top_k_as_library"] and set(result["commands"]) == {
+        "python -c 'import torch'", "isorag --help", "isorag info", "isorag query (warm)", "isorag query (cold)", "isorag index (100 passages)",
+        "isorag query --threads 2 (warm)"}
+    assert result["commands"]["python -c 'import torch'"]["ratio_to_import_torch"] == 1.0

@@ -64,7 +64,7 @@ def test_folder_of_documents(tmp_path):
         ("sub/seine.txt#0", "seine", "The Seine flows through Paris."),
     ]
     assert report.skipped_binary == ["sub/blob.txt"] and report.skipped_undecodable == ["latin1.md"]
-    assert report.skipped_empty == ["empty.md"] and report.ignored_other_files == 1 and report.documents == 2
+    assert report.skipped_empty == ["empty.md"] and report.ignored_other == ["image.png"] and report.documents == 2
     assert "1 binary" in report.summary() and "1 not UTF-8" in report.summary() and "1 empty" in report.summary()
     one_per_paragraph, _ = load_corpus(tmp_path, max_tokens=7)
     assert [p.id for p in one_per_paragraph] == ["paris.md#0", "paris.md#1", "sub/seine.txt#0"]
@@ -95,6 +95,29 @@ def test_a_document_paragraph_over_the_character_limit_is_split_and_logged(tmp_p
         assert max(len(p.text) for p in passages) <= MAX_PASSAGE_CHARS and len(passages) > 3
         assert " ".join(p.text for p in passages if not p.id.startswith("blob")) == paragraph  # nothing lost, order kept
         assert report.split_long == listed and f"over {MAX_PASSAGE_CHARS} characters split" in caplog.text
+
+
+def test_nothing_a_folder_or_a_record_holds_is_dropped_without_a_word(tmp_path, caplog):
+    """Before: a folder's .png and .html files were ignored silently, and a record's other text
+    fields too; now each is listed (files by kind) in the report and logged as a warning."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "paris.md").write_text("Paris is the capital of France.")
+    for name in ("logo.png", "index.html", "about.html", "Makefile"):
+        (tmp_path / "docs" / name).write_text("x")
+    with caplog.at_level(logging.WARNING, logger="isorag_pyg.datasets.corpus_files"):
+        passages, report = load_corpus(tmp_path / "docs")
+    assert [p.id for p in passages] == ["paris.md#0"] and report.ignored_other == ["Makefile", "about.html", "index.html", "logo.png"]
+    assert "4 file(s) other than .txt/.md ignored (.html: 2, no suffix: 1, .png: 1; e.g. Makefile, about.html, index.html)" in caplog.text
+    caplog.clear()
+    (tmp_path / "extra.jsonl").write_text("\n".join(json.dumps(r) for r in (
+        {"id": "1", "title": "A", "text": "Alpha", "body": "Text the passage does not take", "score": 3},
+        {"id": "2", "title": "B", "text": "Beta", "paragraph_text": "Beta", "body": "more"})))
+    with caplog.at_level(logging.WARNING, logger="isorag_pyg.datasets.corpus_files"):
+        passages, report = load_corpus(tmp_path / "extra.jsonl")
+    assert [p.text for p in passages] == ["Alpha", "Beta"] and report.unread_fields == {"body": 2}
+    assert "text in fields no passage reads, ignored: 'body' (2 records)" in caplog.text
+    (tmp_path / "quoted.csv").write_text('id,title,text\n3,Baz,"Baz is, with commas, whole"\n')
+    assert load_corpus(tmp_path / "quoted.csv")[0][0].text == "Baz is, with commas, whole"
 
 
 def test_passage_files_in_every_format(tmp_path):
@@ -133,6 +156,9 @@ def test_bad_passage_files_are_clear_errors(tmp_path):
         "no_text.jsonl": ('{"title": "a", "body": "Alpha"}', "record 0: field 'text or paragraph_text': missing"),
         "mixed_data.json": (json.dumps({"data": [{"title": "A", "text": "alpha"}, "stray"]}), "field 'data': expected a list of sentences or a text, got list holding records"),
         "empty_data.json": (json.dumps({"data": []}), "corpus is empty"),
+        # before: the row was read as "Baz is" and ",extra,fields" dropped without a word
+        "extra_fields.csv": ("id,title,text\n3,Baz,Baz is,extra,fields\n", "record 0: the record starting on line 2 has 5 fields, the header 3"),
+        "two_texts.json": (json.dumps([{"title": "a", "text": "Alpha", "paragraph_text": "Beta"}]), "record 0: 'text' and 'paragraph_text' differ"),
     }
     for name, (content, match) in cases.items():
         (tmp_path / name).write_text(content)

@@ -11,7 +11,7 @@ import torch
 from isorag_pyg.cli import main
 from isorag_pyg.cli.parser import ENCODER_BACKENDS
 from isorag_pyg.encoders import SentenceEncoder
-from isorag_pyg.encoders.backends import BACKENDS, MissingBackendError, check_backend, token_batches, tokenize
+from isorag_pyg.encoders.backends import BACKENDS, MissingBackendError, check_backend, model_features, token_batches, tokenize
 from isorag_pyg.encoders.query_cache import LRUQueryEncoder
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.knobs import PhiSpec
@@ -30,6 +30,7 @@ def torch_embeddings() -> torch.Tensor:
 @pytest.mark.slow
 @pytest.mark.encoder
 @pytest.mark.parametrize("backend", ["onnx", "openvino"])
+@pytest.mark.extra("onnx", "openvino")
 def test_fp32_backends_give_torchs_embeddings_and_share_its_fingerprint(backend, torch_embeddings):
     encoder = SentenceEncoder(cache_dir=None, show_progress=False, backend=backend, batch_size=2)
     emb = encoder.encode(TEXTS)
@@ -40,6 +41,7 @@ def test_fp32_backends_give_torchs_embeddings_and_share_its_fingerprint(backend,
 
 @pytest.mark.slow
 @pytest.mark.encoder
+@pytest.mark.extra("openvino")
 def test_bf16_backend_is_torchs_embeddings_to_bf16_precision_and_shares_its_fingerprint(torch_embeddings):
     encoder = SentenceEncoder(cache_dir=None, show_progress=False, backend="openvino-bf16", batch_size=2)
     emb = encoder.encode(TEXTS)
@@ -59,6 +61,7 @@ def test_bf16_backend_is_torchs_embeddings_to_bf16_precision_and_shares_its_fing
 
 @pytest.mark.slow
 @pytest.mark.encoder
+@pytest.mark.extra("openvino")
 def test_backends_sharing_a_fingerprint_keep_their_cached_vectors_apart(tmp_path, torch_embeddings):
     bf16 = SentenceEncoder(cache_dir=tmp_path, show_progress=False, backend="openvino-bf16").encode(TEXTS)
     cached = SentenceEncoder(cache_dir=tmp_path, show_progress=False)
@@ -69,6 +72,7 @@ def test_backends_sharing_a_fingerprint_keep_their_cached_vectors_apart(tmp_path
 
 @pytest.mark.slow
 @pytest.mark.encoder
+@pytest.mark.extra("openvino")
 def test_bf16_backend_runs_in_fp32_with_a_warning_on_a_cpu_without_bf16(monkeypatch, caplog):
     import openvino
 
@@ -88,7 +92,7 @@ def test_bf16_backend_runs_in_fp32_with_a_warning_on_a_cpu_without_bf16(monkeypa
 def test_token_batches_cover_every_text_once_longest_first_within_the_token_budget():
     model = SentenceEncoder(cache_dir=None, show_progress=False)._load()
     texts = [f"word {'x ' * (i * 7 % 40)}" for i in range(23)] + ["long " * 400]  # the last is truncated
-    batches = list(token_batches(model, texts, max_texts=4, max_tokens=64))
+    batches = list(token_batches(model_features(model, texts), max_texts=4, max_tokens=64))
     rows = [i for batch_rows, _ in batches for i in batch_rows]
     assert sorted(rows) == list(range(len(texts)))
     widths = [batch["input_ids"].shape[1] for _, batch in batches]
@@ -104,6 +108,7 @@ def test_token_batches_cover_every_text_once_longest_first_within_the_token_budg
 
 @pytest.mark.slow
 @pytest.mark.encoder
+@pytest.mark.extra("onnx")
 def test_int8_is_close_to_torch_but_has_a_fingerprint_of_its_own(torch_embeddings):
     encoder = SentenceEncoder(cache_dir=None, show_progress=False, backend="onnx-int8")
     emb = encoder.encode(TEXTS)
@@ -122,6 +127,7 @@ def test_int8_is_close_to_torch_but_has_a_fingerprint_of_its_own(torch_embedding
 
 @pytest.mark.slow
 @pytest.mark.encoder
+@pytest.mark.extra("onnx")
 def test_cli_index_records_the_backend_and_an_int8_index_refuses_fp32_questions(tmp_path, capsys):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(p) + "\n" for p in PASSAGES))
@@ -138,6 +144,8 @@ def test_cli_index_records_the_backend_and_an_int8_index_refuses_fp32_questions(
     assert "fingerprint mismatch" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@pytest.mark.extra("onnx", "openvino")
 def test_a_torch_index_may_be_queried_on_any_backend_sharing_its_fingerprint():
     index = ISORAGIndex.build(PASSAGES, encoder=SentenceEncoder(show_progress=False), f_theta=None, phi=PhiSpec(p=0), progress=False)
     assert index.encoder_spec["backend"] == "torch"
@@ -200,6 +208,7 @@ def test_the_servers_query_cache_size_is_checked_and_wraps_the_index_encoder():
 
 @pytest.mark.slow
 @pytest.mark.encoder
+@pytest.mark.extra("onnx")
 def test_a_reload_to_another_encoder_gets_that_encoder_behind_a_fresh_query_cache(tmp_path):
     from isorag_pyg.server import ServerSettings, create_app
     from isorag_pyg.server.engine import RetrievalRequest

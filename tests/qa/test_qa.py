@@ -91,6 +91,33 @@ def test_unreachable_endpoint(tmp_path):
         answer_questions(gen, TEMPLATE, *questions(1))
 
 
+def test_the_failure_is_raised_not_the_requests_it_made_skip(monkeypatch):
+    """The failing worker marks the run failed before its own future ends; requests skipped in
+    between must not surface as a bare CancelledError in its place."""
+    import threading
+    import time
+
+    from isorag_pyg.qa import generators
+
+    class SlowToFinish(threading.Event):
+        def set(self) -> None:
+            super().set()
+            time.sleep(0.3)  # the other worker skips a request and finishes first
+
+    monkeypatch.setattr(generators.threading, "Event", SlowToFinish)
+    gen = OpenAIChatGenerator("http://127.0.0.1:9/v1", "fake", concurrency=2)
+
+    def ask(request):
+        if "0" in str(request):
+            raise GeneratorError("the first request failed")
+        time.sleep(0.05)
+        return {"answer": "yes", "prompt_tokens": 1}
+
+    monkeypatch.setattr(gen, "_ask", ask)
+    with pytest.raises(GeneratorError, match="the first request failed"):
+        gen.generate([f"request {i}" for i in range(6)])
+
+
 def test_api_key_is_never_written(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_SECRET_KEY", "sk-very-secret")
     qs, passages = questions(2)

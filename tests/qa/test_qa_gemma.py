@@ -62,6 +62,7 @@ def cached_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+@pytest.mark.slow
 def test_packaged_model_lives_in_the_cache_and_a_damaged_copy_is_replaced(gemma_gguf, tmp_path):
     assert REPO not in gemma_gguf.parents
     damaged = tmp_path / gemma_gguf.name

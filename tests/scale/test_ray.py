@@ -41,6 +41,7 @@ class Reverse:
 
 
 @pytest.mark.slow
+@pytest.mark.extra("ray")
 def test_ray_encoding_equals_one_process_in_corpus_order(cluster, tmp_path):
     corpus = generate_synthetic_dataset(num_entities=60, num_hubs=2, hub_size=15, num_questions=8).corpus
     texts = [p.content for p in corpus]
@@ -56,6 +57,7 @@ def test_ray_encoding_equals_one_process_in_corpus_order(cluster, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extra("ray")
 def test_isorag_index_with_ray_writes_the_same_index(cluster, tmp_path):
     corpus = generate_synthetic_dataset(num_entities=60, num_hubs=2, hub_size=15, num_questions=8).corpus
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n" for p in corpus))
@@ -72,6 +74,7 @@ def test_isorag_index_with_ray_writes_the_same_index(cluster, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extra("ray")
 def test_any_map_step_comes_back_in_order_and_bad_steps_are_clear(cluster):
     texts = [f"text {i}" for i in range(50)]
     assert ray_map(texts, Reverse(), address=cluster, workers=2, batch_size=7).tolist() == [t[::-1] for t in texts]

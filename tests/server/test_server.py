@@ -171,7 +171,8 @@ def test_bad_input_is_a_4xx_with_a_message_and_the_server_keeps_serving(server):
         response = server.client.post("/retrieve", **kwargs)
         assert response.status_code == status, (kwargs, response.text)
         assert message in response.json()["detail"], (kwargs, response.text)
-    streamed = server.client.post("/retrieve", content=iter([b'{"questions": ["', b"q" * 5000, b'"]}']))  # chunked, no length
+    streamed = server.client.post("/retrieve", content=iter([b'{"questions": ["', b"q" * 5000, b'"]}']),  # chunked, no length
+                                  headers={"content-type": "application/json"})
     assert streamed.status_code == 413
     assert server.client.post("/retrieve", json={"questions": ["still there?"], "k": 1}).status_code == 200
     assert server.process.poll() is None and server.stats()["failed_requests"] == 0
@@ -217,12 +218,35 @@ def test_start_up_errors_are_one_line_and_a_non_zero_exit(index_dir, tmp_path):
             ((str(index_dir), "--port", port), f"cannot listen on 127.0.0.1:{port}"),
             ((str(index_dir), "--max-batch", "0"), "max_batch must be a positive integer"),
             ((str(index_dir), "--no-batching", "--max-batch", "64"), "--no-batching answers every request on its own"),
+            ((str(index_dir), "--api-key", " key "), "the API key must be"),
         ]
         for args, message in cases:
             done = subprocess.run([sys.executable, "-m", "isorag_pyg.cli", "serve", *args], check=False, capture_output=True, text=True, timeout=300)
             assert done.returncode == 1, (args, done.stderr[-1500:])
             last = done.stderr.strip().splitlines()[-1]
             assert last.startswith("isorag serve: error:") and message in last and "Traceback" not in done.stderr, done.stderr[-1500:]
+
+
+@pytest.mark.slow
+def test_a_server_beyond_loopback_warns_without_a_key_and_takes_one_from_the_environment(index_dir, tmp_path, monkeypatch):
+    open_server = Server(index_dir, tmp_path / "open.log", "--host", "0.0.0.0")
+    monkeypatch.setenv("ISORAG_API_KEY", "from-the-environment")
+    keyed = Server(index_dir, tmp_path / "keyed.log", "--host", "0.0.0.0", "--allowed-host", "127.0.0.1")
+    try:
+        url = open_server._wait_until_listening()
+        log = open_server.log.read_text()
+        assert "WARNING: listening on 0.0.0.0, beyond this machine, without an API key" in log and "--allowed-host" in log
+        with httpx.Client(base_url=url, timeout=60) as client:
+            assert client.get("/health").status_code == 400  # Host 0.0.0.0:PORT is not a name it answers to
+        url = keyed._wait_until_listening().replace("0.0.0.0", "127.0.0.1")
+        assert "WARNING" not in keyed.log.read_text()
+        with httpx.Client(base_url=url, timeout=60) as client:
+            assert client.get("/health").status_code == 200 and client.get("/info").status_code == 401
+            assert client.get("/info", headers={"authorization": "Bearer from-the-environment"}).status_code == 200
+    finally:
+        for server in (open_server, keyed):
+            server.process.terminate()
+            server.process.wait(30)
 
 
 # ------------------------------------------------------------------------------- in process

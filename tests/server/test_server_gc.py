@@ -58,7 +58,7 @@ def test_the_server_freezes_while_it_runs_and_a_reload_frees_the_replaced_versio
     app = create_app(index, ServerSettings(batch_window_ms=1))
     del index
     assert gc.get_freeze_count() == 0
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         assert gc.get_freeze_count() > 0 and not tracked(app.state.served.index)  # started: the loaded index is frozen
         assert client.post("/retrieve", json={"questions": ["Where is Dijon?"], "k": 1}).status_code == 200
         serving = app.state.served.index
@@ -67,7 +67,7 @@ def test_the_server_freezes_while_it_runs_and_a_reload_frees_the_replaced_versio
         del serving
         built.add([{"title": "Nancy", "text": "Nancy is a place."}], encoder=LengthEncoder())
         built.save(directory)
-        assert client.post("/reload").json()["reloaded"] is True
+        assert client.post("/reload", json={}).json()["reloaded"] is True
         assert client.post("/retrieve", json={"questions": ["Where is Nancy?"], "k": 1}).status_code == 200
         assert replaced() is None  # the batch after the reload freed the replaced version
         assert not tracked(app.state.served.index) and client.get("/health").json()["passages"] == 5  # and froze the new one

@@ -41,7 +41,7 @@ def test_health_counts_the_answered_retrieve_requests():
     passages = [{"title": t, "text": f"{t} is a place."} for t in ("Paris", "Dijon", "Lyon", "Metz")]
     index = ISORAGIndex.build(passages, encoder=LengthEncoder(), f_theta=None, phi=PhiSpec(p=0.0), progress=False)
     index.encoder = LengthEncoder()  # the index keeps the record of its encoder, not the object
-    with TestClient(create_app(index, ServerSettings(batch_window_ms=1))) as client:
+    with TestClient(create_app(index, ServerSettings(batch_window_ms=1)), base_url="http://localhost") as client:
         assert sum(client.get("/health").json()["latency"]["counts"]) == 0
         for question in ("Where is Paris?", "Where is Dijon?", "Metz?"):
             assert client.post("/retrieve", json={"questions": [question], "k": 2}).status_code == 200
