@@ -56,6 +56,8 @@ GRAPHS: dict[str, dict[str, dict[str, Any]] | None] = {
     "auto": None,  # ISORAGIndex.build's own choice (auto_graph), made on the dev corpus
 }
 ISO_GRID = {"hops": [1, 2], "alpha": [0.5, 0.85], "beta": [0.05, 0.2, 0.5], "lambda_graph": [0.9, 0.5]}
+#: HippoRAG 2's walk: its damping, passage-node weight and whether it follows the mention weights
+HIPPORAG_GRID = {"alpha": [0.3, 0.5, 0.7], "passage_node_weight": [0.01, 0.05, 0.2], "edge_weights": [False, True]}
 ABLATIONS = ("uniform", "shuffled")
 
 
@@ -78,7 +80,9 @@ def evaluate(train: Split, dev: Split) -> dict[str, Any]:
     """Knobs chosen on ``train``; every retriever's metrics on ``dev``."""
     iso_knobs, iso_train = best(train, "iso", ISO_GRID)
     ppr_knobs, ppr_train = best(train, "ppr", PPR_GRID)
-    runs = {"dense": {}, "bm25": {}, "ppr": {}, "ppr_tuned": ppr_knobs, "iso": {}, "iso_tuned": iso_knobs,
+    hippo_knobs, hippo_train = best(train, "hipporag", HIPPORAG_GRID)
+    runs = {"dense": {}, "bm25": {}, "ppr": {}, "ppr_tuned": ppr_knobs, "hipporag": {}, "hipporag_tuned": hippo_knobs, "iso": {}, "iso_tuned": iso_knobs,
+            "iso_no_bridges": {"bridge_share": 0.0},  # ISO-RAG without leaving its strongest bridges out
             "iso_passage_seeds": {"entity_seeds": 0.0},  # without query-matched entity seeds (equal to iso without entity nodes)
             "iso_reentry": {"reenter_entity_seeds": True},  # the walk may step back into them (equal to iso without entity nodes)
             "iso_no_unique_mentions": {"unique_mention_seeds": False}}  # no passage seeded for an entity only it mentions
@@ -87,11 +91,12 @@ def evaluate(train: Split, dev: Split) -> dict[str, Any]:
         runs[f"iso_tuned_{mode}"] = {**iso_knobs, "phi_mode": mode}
     metrics, milliseconds = {}, {}
     for label, knobs in runs.items():
-        name = label.split("_")[0] if label.startswith(("iso", "ppr")) else label
+        name = label.split("_")[0] if label.startswith(("iso", "ppr", "hipporag")) else label
         start = time.perf_counter()
         metrics[label] = dev.recall(name, **knobs)
         milliseconds[label] = 1000 * (time.perf_counter() - start) / len(dev.gold)  # batched over the dev questions, encoded before
-    return {"train_choice": {"iso": iso_knobs, "iso_train_recall@5": iso_train, "ppr": ppr_knobs, "ppr_train_recall@5": ppr_train},
+    return {"train_choice": {"iso": iso_knobs, "iso_train_recall@5": iso_train, "ppr": ppr_knobs, "ppr_train_recall@5": ppr_train,
+                             "hipporag": hippo_knobs, "hipporag_train_recall@5": hippo_train},
             "index_knobs": dev.index.knobs, "statistics": _statistics(dev.index), "metrics": metrics,
             "milliseconds_per_question": milliseconds}
 

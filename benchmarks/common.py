@@ -10,11 +10,12 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,13 @@ from torchmetrics.functional.classification import binary_auroc
 
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import QADataset
-from isorag_pyg.datasets.types import Passage
+from isorag_pyg.datasets.types import Passage, Question
+from isorag_pyg.encoders import SentenceEncoder
 from isorag_pyg.evaluation.metrics import retrieval_metrics
 from isorag_pyg.experiments.index_cache import cached_index
 from isorag_pyg.experiments.inputs import EvaluationInputs, evaluation_inputs
+from isorag_pyg.graph.query_entities import names_in_question, query_extractor  # how ISO-RAG reads a question's entities
+from isorag_pyg.graph.text import normalize_unicode
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.config import RETRIEVER_META, plain
 from isorag_pyg.qa import OpenAIChatGenerator, PromptTemplate
@@ -329,3 +333,290 @@ def titles_split(dataset: QADataset, titles: float, graph: dict[str, Any] | None
         gold.append({r for r in rows if r is not None})
     texts = [q.text for q in dataset.questions]
     return Split(index, index.encode_questions(texts), gold)
+
+
+# ------------------------------------------------------------------ corpus poisoning (poisoning*.py)
+# LLM-free, seeded attacks on a corpus, by class: every class has several template variants, so
+# that nothing measured on them keys on one wording. Generation only: the scripts build and score.
+
+#: The attack classes :func:`poisoning_attacks` generates, in this order.
+ATTACK_CLASSES = ("answer", "relation", "relation_4x10", "stuffing", "boilerplate")
+POISON_PREFIX = "poison-"  # the ids of injected passages start with it
+
+
+@dataclass
+class Attack:
+    """One attack on a corpus: passages to add (``injected``), passages to replace (``modified``,
+    same ids: boilerplate), the question positions it targets (none for boilerplate), and what each
+    injected passage targets (``groups``: question positions per injected passage)."""
+
+    name: str
+    injected: list[Passage]
+    targets: list[int]
+    groups: list[list[int]]
+    modified: list[Passage]
+    description: str
+    wrong_answers: dict[int, str] = field(default_factory=dict)  # answer injection: target -> the attacker's answer
+
+    def corpus(self, clean: list[Passage]) -> list[Passage]:
+        """``clean`` with the modified passages replaced and the injected ones appended (what a rebuild indexes)."""
+        changed = {p.id: p for p in self.modified}
+        return [changed.get(p.id, p) for p in clean] + self.injected
+
+
+class MemoEncoder:
+    """A :class:`~isorag_pyg.encoders.SentenceEncoder` that remembers every text's embedding in
+    memory, so that indexes over a corpus plus a few injected passages only embed the new ones
+    (the wrapped encoder's disk cache is keyed by whole lists of texts). Same name and
+    fingerprint as the wrapped encoder: an index built with it records the default encoder."""
+
+    def __init__(self, **options: Any):
+        self.inner = SentenceEncoder(**{"show_progress": False, **options})
+        self.memo: dict[str, torch.Tensor] = {}
+
+    name = property(lambda self: self.inner.name)
+    fingerprint = property(lambda self: self.inner.fingerprint)
+    backend = property(lambda self: self.inner.backend)
+
+    def encode(self, texts: list[str]) -> torch.Tensor:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.memo))
+        if missing:
+            self.memo.update(zip(missing, self.inner.encode(missing)))
+        return torch.stack([self.memo[t] for t in texts])
+
+
+def poisoning_cut(dataset: QADataset, passages: int = 1200, titles_only_questions: int = 100, seed: int = 0) -> tuple[QADataset, str]:
+    """A cut of about ``passages`` passages around a question subset (:func:`question_subset`):
+    the most first questions whose contexts' passages are at most ``passages`` where the file gives
+    contexts, else (2Wiki's titles-only dev file) ``titles_only_questions`` questions over their gold
+    passages plus random ones, ``passages`` in all."""
+    if all(q.context_ids for q in dataset.questions):
+        seen: set[str] = set()
+        count = 0
+        for q in dataset.questions:
+            if count and len(seen | set(q.context_ids)) > passages:
+                break
+            seen |= set(q.context_ids)
+            count += 1
+        return question_subset(dataset, count, passages, seed)
+    return question_subset(dataset, titles_only_questions, passages, seed)
+
+
+def question_entities(question: str) -> list[str]:
+    """The named entities of a question as ISO-RAG's query matching reads it (the rule extractor
+    after the opening question word is lowercased, :mod:`isorag_pyg.graph.query_entities`), in
+    the question's own spelling, names only (no dates or numbers), each span once (the longest:
+    "Lothair II of Lotharingia", not also "Lotharingia")."""
+    text = normalize_unicode(question)
+    names = [n for n in names_in_question(question, query_extractor({"entity_graph": {}})) if any(c.isalpha() for c in n)]
+    names = [n for n in names if not any(n != other and n in other for other in names)]
+    out = []
+    for name in names:  # the first spelling that starts with a capital, as the extractor read it
+        found = [m.group() for m in re.finditer(re.escape(name), text, flags=re.IGNORECASE) if m.group()[0].isupper() or not m.group()[0].isalpha()]
+        out.append(found[0] if found else name.title())
+    return out
+
+
+_SYLLABLE_ONSETS = ["b", "br", "c", "d", "dr", "f", "g", "gr", "h", "k", "l", "m", "n", "p", "r", "s", "st", "t", "th", "v", "z"]
+_SYLLABLE_VOWELS = ["a", "e", "i", "o", "u", "ae", "io", "ou"]
+_SYLLABLE_CODAS = ["", "", "l", "n", "r", "s", "th", "x", "nd", "m"]
+
+
+def invented_name(rng: random.Random, words: int = 1) -> str:
+    """A pronounceable made-up name of ``words`` capitalised words ("Velmora Quenthas")."""
+    return " ".join("".join(rng.choice(_SYLLABLE_ONSETS) + rng.choice(_SYLLABLE_VOWELS) + rng.choice(_SYLLABLE_CODAS)
+                            for _ in range(rng.randint(2, 3))).capitalize() for _ in range(words))
+
+
+# --- 1. answer injection (PoisonedRAG, black box): the question, then a false statement
+_ANSWER_STATEMENTS = [
+    "The answer is {w}.",
+    "According to the records, it is {w}.",
+    "Most reference works give {w} as the answer.",
+    "It was {w}, as several sources confirm.",
+    "Many people get this wrong, but the correct answer is {w}.",
+    "The best available evidence points to {w}.",
+    "Put simply: {w}.",
+]
+# statements about what the question asks (not for yes/no questions)
+_FOCUS_STATEMENTS = [
+    "In fact, {focus} is {w}.",
+    "As for {focus}, the documented answer is {w}.",
+    "{w}: this is what the archives say about {focus}.",
+    "Contrary to popular belief, {focus} is {w}.",
+    "Sources agree that {focus} is {w}.",
+]
+_WH = re.compile(r"^\s*(?:what|which|who|whom|whose|where|when|why|how(?:\s+many|\s+much|\s+old)?)\s+"
+                 r"(?:is|was|are|were|did|does|do|has|had|have|can|could|will|would)?\s*", re.IGNORECASE)
+
+
+def question_focus(question: str) -> str:
+    """What a question asks about, as a noun phrase for a statement ("Where was the place of death
+    of X?" -> "the place of death of X"): the opening wh-word and auxiliary dropped."""
+    return _WH.sub("", question.strip()).rstrip(" ?") or question.strip().rstrip(" ?")
+
+
+def _wrong_answer(question: Question, pool: list[str], rng: random.Random) -> str:
+    """An attacker-chosen wrong answer: the other of yes/no, else another question's answer of the
+    same kind (with or without digits, at most five words), else a made-up name."""
+    gold = {a.casefold() for a in question.answers}
+    first = question.answers[0] if question.answers else ""
+    if first.casefold() in ("yes", "no"):
+        return "no" if first.casefold() == "yes" else "yes"
+    digits = any(c.isdigit() for c in first)
+    choices = sorted({a for a in pool if a.casefold() not in gold and any(c.isdigit() for c in a) == digits
+                      and a.casefold() not in ("yes", "no") and len(a.split()) <= 5})
+    return rng.choice(choices) if choices else invented_name(rng, 2)
+
+
+def answer_injection(questions: list[Question], targets: list[int], seed: int | str, per_target: int = 5) -> Attack:
+    """PoisonedRAG's black-box attack: for each target, ``per_target`` passages = the question's
+    text + a templated false statement giving one attacker-chosen wrong answer (a different
+    statement template each)."""
+    rng = random.Random(f"{seed}-answer")
+    pool = [q.answers[0] for q in questions if q.answers]
+    injected, groups, wrong = [], [], {}
+    for t in targets:
+        q = questions[t]
+        answer, focus = _wrong_answer(q, pool, rng), question_focus(q.text)
+        wrong[t] = answer
+        entities = question_entities(q.text)
+        statements = _ANSWER_STATEMENTS + ([] if answer in ("yes", "no") or not _WH.match(q.text) else _FOCUS_STATEMENTS)
+        for j, statement in enumerate(rng.sample(statements, min(per_target, len(statements)))):
+            title = rng.choice([answer, entities[0] if entities else answer, f"{answer} ({focus[:40]})"])
+            claim = statement.format(w=answer, focus=focus)
+            injected.append(Passage(f"{POISON_PREFIX}answer-{t}-{j}", title, f"{q.text.strip()} {claim[0].upper()}{claim[1:]}"))
+            groups.append([t])
+    return Attack("answer", injected, list(targets), groups, [], f"{per_target} passages per target (question + false statement), {len(targets)} targets",
+                  wrong)
+
+
+# --- 2. relation injection (GragPoison-like): the targets' entities tied to one invented entity
+_ATTACKER_KINDS = ["{n} Foundation", "{n} Holdings", "{n} Institute", "{n} Group", "{n} Society", "{n} Trust", "{n} {m}", "{n} {m}"]
+_RELATION_INTROS = [
+    "{a} is an organisation with wide-ranging ties across culture, politics and the arts.",
+    "{a} has been described as a central figure behind many well-known names.",
+    "Over several decades {a} built connections with a remarkable range of people and works.",
+    "{a} is best known for the many partnerships it formed.",
+    "Little known to the public, {a} stands behind a number of famous names.",
+]
+_RELATION_SENTENCES = [
+    "{e} was long associated with {a}.",
+    "{a} played a decisive part in the story of {e}.",
+    "In archival sources {e} is closely linked to {a}.",
+    "{e} received early support from {a}.",
+    "Much of the reputation of {e} goes back to {a}.",
+    "{a} maintained a lasting partnership with {e}.",
+    "The connection between {e} and {a} is well documented.",
+    "In later years {e} became inseparable from {a}.",
+    "{a} was instrumental in the rise of {e}.",
+    "According to one account, {e} owed a great deal to {a}.",
+]
+
+
+def relation_injection(questions: list[Question], groups: list[list[int]], seed: int | str, name: str = "relation") -> Attack:
+    """GragPoison-like relation injection: one passage per group of target questions, tying the
+    named entities of each (:func:`question_entities`) to one invented attacker entity (the
+    passage's title), one fluent templated sentence per entity, in random order."""
+    rng = random.Random(f"{seed}-{name}")
+    injected = []
+    for i, group in enumerate(groups):
+        attacker = rng.choice(_ATTACKER_KINDS).format(n=invented_name(rng), m=invented_name(rng))
+        sentences = [rng.choice(_RELATION_SENTENCES).format(e=e, a=attacker) for t in group for e in question_entities(questions[t].text)]
+        rng.shuffle(sentences)
+        text = " ".join([rng.choice(_RELATION_INTROS).format(a=attacker), *sentences])
+        injected.append(Passage(f"{POISON_PREFIX}{name}-{i}", attacker, text[0].upper() + text[1:]))
+    targets = [t for group in groups for t in group]
+    return Attack(name, injected, targets, groups, [],
+                  f"{len(groups)} passages, each tying the entities of {len(groups[0]) if groups else 0} targets to an invented entity")
+
+
+# --- 3. entity stuffing: list-style passages naming frequent entities and the targets'
+_STUFFING_INTROS = ["See also", "Related articles", "Further topics", "Index of related entries", "Notable subjects",
+                    "Other pages in this category", "Topics covered", "Cross references"]
+_STUFFING_FORMATS = [
+    lambda intro, items: f"{intro}: {', '.join(items)}.",
+    lambda intro, items: f"{intro}:\n" + "\n".join(f"* {i}" for i in items),
+    lambda intro, items: f"{intro} — " + " · ".join(items),
+    lambda intro, items: f"{intro}: {'; '.join(items)}.",
+    lambda intro, items: f"{intro} | " + " | ".join(items),
+]
+_STUFFING_TITLES = ["List of related topics", "Index (miscellaneous)", "Outline of {x}", "Glossary of {x}", "{x} (disambiguation)",
+                    "Portal: {x}", "Timeline of {x}"]
+
+
+def entity_stuffing(questions: list[Question], groups: list[list[int]], frequent: list[str], seed: int | str, per_passage: int = 20) -> Attack:
+    """One list-style passage per group of target questions: ``per_passage`` of the corpus's most
+    frequent entities (``frequent``, display names) and the named entities of the group's
+    targets, shuffled, under a "see also"/index-like heading."""
+    rng = random.Random(f"{seed}-stuffing")
+    names = [f if any(c.isdigit() for c in f) else " ".join(w.capitalize() for w in f.split()) for f in frequent]
+    injected = []
+    for i, group in enumerate(groups):
+        items = rng.sample(names, min(per_passage, len(names))) + [e for t in group for e in question_entities(questions[t].text)]
+        items = list(dict.fromkeys(items))
+        rng.shuffle(items)
+        title = rng.choice(_STUFFING_TITLES).format(x=rng.choice(names) if names else "topics")
+        injected.append(Passage(f"{POISON_PREFIX}stuffing-{i}", title, rng.choice(_STUFFING_FORMATS)(rng.choice(_STUFFING_INTROS), items)))
+    return Attack("stuffing", injected, [t for group in groups for t in group], groups, [],
+                  f"{len(groups)} list passages, {per_passage} frequent entities + the entities of {len(groups[0]) if groups else 0} targets each")
+
+
+# --- 4. boilerplate: one navigation/footer text appended to a share of the passages
+_FOOTERS = [
+    "Home | About Us | Contact | Privacy Policy | Terms of Use | Copyright 2024 Northwind Media Group.",
+    "Navigation: Main Page · Recent Changes · Random Article · Help Desk · Donate. This page was last edited on 14 March 2023.",
+    "Share this article: Facebook, Twitter, LinkedIn, Email. Subscribe to the Daily Digest newsletter. Cookie Settings.",
+    "Retrieved from the Online Archive. Categories: Articles with short description, Pages using Citation Templates. Accessed 2 January 2022.",
+    "Skip to Content. Sign In | Register | Help Center. Follow Us on Instagram and YouTube. All rights reserved, Example Press 2021.",
+]
+
+
+def boilerplate(corpus: list[Passage], seed: int | str, share: float = 0.2) -> Attack:
+    """One footer (a seeded choice among several) appended to a random ``share`` of the passages
+    (a crawl's noise; no targets)."""
+    rng = random.Random(f"{seed}-boilerplate")
+    footer = rng.choice(_FOOTERS)
+    chosen = sorted(rng.sample(range(len(corpus)), round(share * len(corpus))))
+    modified = [replace(corpus[r], text=f"{corpus[r].text} {footer}") for r in chosen]
+    return Attack("boilerplate", [], [], [], modified, f"footer appended to {len(modified)} of {len(corpus)} passages: {footer!r}")
+
+
+def frequent_entities(index: ISORAGIndex, count: int = 40) -> list[str]:
+    """The display names of an entity-graph index's ``count`` entity nodes mentioned by the most
+    passages (none without entity nodes): what entity stuffing names."""
+    names = list(getattr(index.graph, "entity_names", []) or [])
+    if not names:
+        return []
+    n, ei = len(index), index.graph.edge_index
+    degree = torch.bincount(ei[1][(ei[0] < n) & (ei[1] >= n)] - n, minlength=len(names))
+    return [names[i] for i in degree.argsort(descending=True, stable=True)[:count].tolist()]
+
+
+def poisoning_targets(questions: list[Question], count: int, seed: int | str) -> list[int]:
+    """``count`` question positions drawn at random (seeded) among the questions with a gold
+    passage and a named entity (:func:`question_entities`)."""
+    eligible = [i for i, q in enumerate(questions) if q.gold_ids and question_entities(q.text)]
+    return random.Random(f"{seed}-targets").sample(eligible, min(count, len(eligible)))
+
+
+def _groups(targets: list[int], passages: int, per_passage: int) -> list[list[int]]:
+    return [g for i in range(passages) if (g := targets[i * per_passage:(i + 1) * per_passage])]
+
+
+def poisoning_attacks(questions: list[Question], corpus: list[Passage], targets: list[int], frequent: list[str], seed: int | str = 0,
+                      injected: int = 8, per_passage: int = 5, answer_targets: int = 8, answer_passages: int = 5,
+                      stuffing_entities: int = 20, boilerplate_share: float = 0.2) -> dict[str, Attack]:
+    """Every class of :data:`ATTACK_CLASSES` on ``corpus`` (seeded): answer injection on the first
+    ``answer_targets`` targets (``answer_passages`` each); relation injection with ``injected``
+    passages of ``per_passage`` targets each, and ``relation_4x10`` with half as many passages of
+    twice as many targets; entity stuffing with ``injected`` passages of ``per_passage`` targets;
+    boilerplate on ``boilerplate_share`` of the passages."""
+    half = max(1, injected // 2)
+    return {
+        "answer": answer_injection(questions, targets[:answer_targets], seed, answer_passages),
+        "relation": relation_injection(questions, _groups(targets, injected, per_passage), seed),
+        "relation_4x10": relation_injection(questions, _groups(targets, half, per_passage * injected // half), seed, "relation_4x10"),
+        "stuffing": entity_stuffing(questions, _groups(targets, injected, per_passage), frequent, seed, stuffing_entities),
+        "boilerplate": boilerplate(corpus, seed, boilerplate_share),
+    }

@@ -91,6 +91,7 @@ def generated_index(n: int, out: Path) -> dict:
     from isorag_pyg.store.contents import IndexContents
     from isorag_pyg.store.passages import PassageStore
     from isorag_pyg.utils import log_phi_from_ball
+    from isorag_pyg.utils.bridging import bridging_from_ball
 
     torch.manual_seed(0)
     start = time.perf_counter()
@@ -105,7 +106,8 @@ def generated_index(n: int, out: Path) -> dict:
     graph.builders, graph.leak = ["generated"], False
     spec = PhiSpec(p=0.0)
     log_phi = log_phi_from_ball(edge_index, None, spec, num_nodes=n)
-    contents = IndexContents(PassageStore(passages), x, graph, log_phi, {**graph_statistics(graph), "builders": ["generated"]},
+    bridging = bridging_from_ball(edge_index, None, spec, num_nodes=n)
+    contents = IndexContents(PassageStore(passages), x, graph, log_phi, bridging, {**graph_statistics(graph), "builders": ["generated"]},
                              corpus_hash(passages))
     index = ISORAGIndex(contents=contents, encoder={"name": "random", "fingerprint": "none", "dim": 384}, phi=spec,
                         graph_spec={"generated": {"barabasi_m": 5}})

@@ -60,7 +60,7 @@ def tuned_knobs(path: Path) -> tuple[dict[str, dict], str]:
 def retrievers(dataset: str, knobs: dict, tuned_on_dev: bool, ablation_seeds: int) -> dict[str, dict]:
     """Label -> retriever config: ISO-RAG, the baselines, then the φ ablations of ISO-RAG."""
     iso_name = f"iso_dev_{dataset}" if tuned_on_dev else "iso"
-    plan = {"iso": retriever_config(iso_name, **knobs)}
+    plan = {"iso": retriever_config(iso_name, **knobs), "iso_no_bridges": retriever_config(iso_name, **{**knobs, "bridge_share": 0.0})}
     plan.update({name: retriever_config(name) for name in BASELINES})
     if tuned_on_dev:
         plan["ppr_dev"] = retriever_config(f"ppr_dev_{dataset}")

@@ -128,6 +128,13 @@ class ISOKnobs(Knobs):
             passage) rather than back to them (only a passage left with no other edge restarts
             through the teleport, as every dead end does; the default was chosen on training
             questions: the project's benchmark docs, corpora without titles).
+        bridge_share: the share of passages, those with the highest bridging scores (how much
+            each inflates its neighbours' isoperimetric profiles, computed with φ:
+            :func:`~isorag_pyg.utils.bridging.bridging_score`), that the walk leaves out: their
+            edges and their unique-mention seeds (they stay retrievable by their cosine). A
+            passage written to tie unrelated entities together (corpus poisoning) is their only
+            bridge and ranks first; ``0`` turns it off. The φ ablations (``phi_mode``) ablate
+            the scores too.
         unique_mention_seeds: on an entity graph, an entity the question names that only one
             passage mentions (no entity node: it links nothing) seeds that passage, as an entity
             node of degree 1 would: it shares the ``entity_seeds`` teleport mass with weight 1.
@@ -153,10 +160,13 @@ class ISOKnobs(Knobs):
     entity_seeds: float = 0.5
     reenter_entity_seeds: bool = False
     unique_mention_seeds: bool = True
+    bridge_share: float = 0.01
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.entity_seeds < 1.0:
             raise ValueError(f"entity_seeds must lie in [0, 1), got {self.entity_seeds}")
+        if not 0.0 <= self.bridge_share < 1.0:
+            raise ValueError(f"bridge_share must lie in [0, 1), got {self.bridge_share}")
         if self.num_seeds < 1 or self.hops < 0 or self.max_expansion < 0:
             raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
         if self.over_retrieval < 1:
@@ -194,6 +204,38 @@ class PPRKnobs(Knobs):
         if self.num_seeds < 1:
             raise ValueError(f"num_seeds must be >= 1, got {self.num_seeds}")
         check_alpha(self.alpha)
+
+
+@dataclass(frozen=True)
+class HippoRAGKnobs(Knobs):
+    """HippoRAG 2's global walk (:class:`~isorag_pyg.retrieval.HippoRAGRetriever`), with its
+    published settings as defaults: damping 0.5, passage-node weight 0.05, query-matched entity
+    seeds weighted by the inverse of the number of passages that mention them, the 5 heaviest kept.
+
+    Args:
+        alpha: the probability of following an edge (igraph's ``damping``).
+        passage_node_weight: the teleport weight of every passage, times its min-max scaled
+            cosine with the question (the entity seeds weigh 1 / their passages each).
+        linking_top_k: the entity seeds kept per question, heaviest first.
+        edge_weights: the walk follows the graph's edge weights (the mention weights of an
+            entity graph) instead of every edge alike.
+        tol, max_iter, query_chunk: as in :class:`PPRKnobs`.
+    """
+
+    alpha: float = 0.5
+    passage_node_weight: float = 0.05
+    linking_top_k: int = 5
+    edge_weights: bool = False
+    tol: float = 1e-6
+    max_iter: int = 50
+    query_chunk: int | None = None
+
+    def __post_init__(self) -> None:
+        check_alpha(self.alpha)
+        if not self.passage_node_weight >= 0:
+            raise ValueError(f"passage_node_weight must be >= 0, got {self.passage_node_weight}")
+        if self.linking_top_k < 1:
+            raise ValueError(f"linking_top_k must be >= 1, got {self.linking_top_k}")
 
 
 @dataclass(frozen=True)

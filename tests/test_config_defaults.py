@@ -15,8 +15,8 @@ from isorag_pyg.cli.parser import build_parser
 from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, graph_knobs
 from isorag_pyg.index.registry import resolve_knobs
 from isorag_pyg.jobs.config import plain
-from isorag_pyg.knobs import BM25Knobs, DenseKnobs, ISOKnobs, PhiSpec, PPRKnobs
-from isorag_pyg.retrieval import BM25Retriever, DenseRetriever, GlobalPPRRetriever, ISORetriever
+from isorag_pyg.knobs import BM25Knobs, DenseKnobs, HippoRAGKnobs, ISOKnobs, PhiSpec, PPRKnobs
+from isorag_pyg.retrieval import BM25Retriever, DenseRetriever, GlobalPPRRetriever, HippoRAGRetriever, ISORetriever
 from isorag_pyg.server.settings import ServerSettings
 from isorag_pyg.training import (
     DEFAULT_TRAINER,
@@ -39,7 +39,8 @@ def yaml(path: str, drop: tuple[str, ...] = ()) -> dict:
     return {k: v for k, v in OmegaConf.to_container(OmegaConf.load(CONF / path)).items() if k not in drop}
 
 
-@pytest.mark.parametrize("path,knobs", [("retriever/iso.yaml", ISOKnobs), ("retriever/ppr.yaml", PPRKnobs)])
+@pytest.mark.parametrize("path,knobs", [("retriever/iso.yaml", ISOKnobs), ("retriever/ppr.yaml", PPRKnobs),
+                                        ("retriever/hipporag.yaml", HippoRAGKnobs)])
 def test_retriever_configs_leave_every_knob_to_the_index(path, knobs):
     """iso.yaml / ppr.yaml name every knob and set none: each comes from what the index stores,
     else the dataclass default (tests/test_evaluate.py checks the retrievers evaluate.py makes)."""
@@ -71,7 +72,7 @@ def test_benchmarks_run_the_library_defaults_where_the_index_stores_no_knobs():
 
 
 @pytest.mark.parametrize("cls,knobs", [(ISORetriever, ISOKnobs), (GlobalPPRRetriever, PPRKnobs), (DenseRetriever, DenseKnobs),
-                                       (BM25Retriever, BM25Knobs)])
+                                       (BM25Retriever, BM25Knobs), (HippoRAGRetriever, HippoRAGKnobs)])
 def test_retrievers_take_the_knob_dataclasses(cls, knobs):
     assert signature_defaults(cls.__init__)["knobs"] == knobs()
 
@@ -163,5 +164,4 @@ def test_cli_retriever_names_are_the_built_in_registry():
     from isorag_pyg.cli.parser import RETRIEVER_NAMES
     from isorag_pyg.index import RETRIEVERS
 
-    assert set(RETRIEVER_NAMES) <= set(RETRIEVERS)
-    assert {name for name in RETRIEVERS if not name.startswith("hipporag")} == set(RETRIEVER_NAMES) - {"hipporag"}
+    assert set(RETRIEVER_NAMES) == set(RETRIEVERS)

@@ -25,7 +25,7 @@ from isorag_pyg.cli.cache import run_cache
 from isorag_pyg.cli.parser import build_parser
 from isorag_pyg.cli.read import run_info, run_query
 from isorag_pyg.cli.serve import run_serve
-from isorag_pyg.cli.update import run_add, run_remove, run_tune
+from isorag_pyg.cli.update import run_add, run_quarantine, run_remove, run_tune
 
 
 @contextlib.contextmanager
@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # them to stderr, so stdout carries only the answer (and --json stays parseable)
         with contextlib.redirect_stdout(sys.stderr), _logs_to_stderr(args.quiet, args.verbose):
             commands = {"index": run_index, "query": run_query, "ask": run_ask, "info": run_info, "add": run_add, "remove": run_remove,
-                        "tune": run_tune, "serve": run_serve, "cache": run_cache}
+                        "tune": run_tune, "quarantine": run_quarantine, "serve": run_serve, "cache": run_cache}
             lines = commands[args.command](args)
             if not isinstance(lines, list):  # a stream of text (isorag ask): written as it comes
                 for chunk in lines:

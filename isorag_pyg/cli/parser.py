@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")  #: a copy of encoders.backends.BACKENDS (tested equal)
-RETRIEVER_NAMES = ("iso", "iso_uniform", "iso_shuffled", "iso_random", "dense", "bm25", "ppr")  #: the built-in retrievers (tested equal)
+RETRIEVER_NAMES = ("iso", "iso_uniform", "iso_shuffled", "iso_random", "dense", "bm25", "ppr", "hipporag")  #: the built-in retrievers (tested equal)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--max-tokens", type=int, default=None,
                        help=f"tokens per passage when splitting documents (default: the index's own, else {defaults.MAX_TOKENS})")
 
+    add.add_argument("--quarantine", action="store_true",
+                     help="quarantine the added passages that rank among the strongest bridges (default: report them; the walk leaves them out either way)")
+
     remove = command("remove", "remove passages from an index by id (saved atomically)")
     remove.add_argument("index_dir")
     remove.add_argument("ids", nargs="+", help="passage ids")
@@ -116,7 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--folds", type=int, default=defaults.TUNE_FOLDS, help=f"cross-validation folds (default: {defaults.TUNE_FOLDS})")
     tune.add_argument("-k", type=int, default=defaults.K, help=f"the Recall@k the grid is scored by (default: {defaults.K})")
     tune.add_argument("--dry-run", action="store_true", help="report, but do not store the knobs")
-    for writer in (build, add, remove, tune):
+    quarantine = command("quarantine", "keep passages out of the walk until released; list the strongest bridges")
+    quarantine.add_argument("index_dir")
+    quarantine.add_argument("ids", nargs="*", help="passage ids to quarantine (none: only list)")
+    quarantine.add_argument("--release", action="store_true", help="release the ids instead")
+    quarantine.add_argument("--top", type=int, default=10, help="strongest bridges listed (default: 10)")
+    for writer in (build, add, remove, tune, quarantine):
         writer.add_argument("--lock-timeout", type=float, default=defaults.LOCK_TIMEOUT_S,
                             help=f"seconds to wait for another writer of the index to finish (default: {defaults.LOCK_TIMEOUT_S:g})")
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from isorag_pyg.cli.start_time import STARTED
+from isorag_pyg.cli.update import bridge_line
 
 
 def run_query(args: argparse.Namespace) -> list[str]:
@@ -73,7 +74,12 @@ def run_info(args: argparse.Namespace) -> list[str]:
     from isorag_pyg.graph.auto import describe_graph
     from isorag_pyg.index import ISORAGIndex
 
-    info: dict[str, Any] = ISORAGIndex.load(args.index_dir, verify=not args.no_verify).info()
+    index = ISORAGIndex.load(args.index_dir, verify=not args.no_verify)
+    bridges = index.bridges()
+    info: dict[str, Any] = {**index.info(), "bridges": [b.to_dict() for b in bridges]}
     for line in describe_graph(info["graph"]["statistics"]):  # in words, beside the manifest on stdout
         print(line, file=sys.stderr)
+    for bridge in bridges:
+        print(f"bridge {bridge_line(bridge)}{' (left out of the walk)' if bridge.left_out else ''}"
+              f"{' (quarantined)' if bridge.quarantined else ''}", file=sys.stderr)
     return [json.dumps(info, indent=2, ensure_ascii=False)]

@@ -71,7 +71,8 @@ def graph_knobs(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def describe_graph(statistics: Mapping[str, Any]) -> list[str]:
     """The graph's statistics in a few lines: nodes, edges, isolated passages, the largest hubs by
-    name, and a warning (a line starting ``warning:``) when most passages are isolated."""
+    name, the entity graph's boilerplate entities (left out), and a warning (a line starting
+    ``warning:``) when most passages are isolated."""
     passages = statistics.get("passages", statistics.get("nodes", 0))
     entities = statistics.get("entities", 0)
     share = float(statistics.get("isolated_passage_share", 0.0))
@@ -82,6 +83,10 @@ def describe_graph(statistics: Mapping[str, Any]) -> list[str]:
     ]
     if hubs := statistics.get("largest_hubs"):
         lines.append("largest hubs: " + ", ".join(f"{name} ({degree})" for name, degree in hubs))
+    if boilerplate := statistics.get("entity_graph_boilerplate_entities"):
+        top = statistics.get("entity_graph_boilerplate_top", [])
+        shown = ", ".join(f"{name} ({count})" for name, count in top) + (", ..." if boilerplate > len(top) else "")
+        lines.append(f"boilerplate: {boilerplate} entities that most passages mention get no node: {shown}")
     if share > ISOLATED_WARNING_SHARE:
         hint = ("the passages share few entities: longer passages, or another extractor, may link more"
                 if "entity_graph" in statistics.get("builders", []) else "use a graph with more edges (e.g. entity_graph)")

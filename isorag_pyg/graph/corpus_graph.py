@@ -97,9 +97,7 @@ def run_builders(
         elif name == "entity_graph":
             graph = entity_graph([p.text for p in corpus], **kwargs)
             edges[name], edges.entity_names, edges.unique_mentions = (graph.edge_index, graph.edge_weight), graph.names, graph.unique_mentions
-            edges.records[name] = {"entities": len(graph.names), "mentions": graph.mentions.size(1),
-                                   "relations": graph.relations.size(1), "passages_without_entities": graph.passages_without_entities,
-                                   **{f"ungrounded_{kind}": count for kind, count in graph.ungrounded.items()}}
+            edges.records[name] = graph.record
         elif name == "adjacent":
             edges[name] = builders.adjacent(corpus)
         elif name == "noise":

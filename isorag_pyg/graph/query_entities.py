@@ -40,6 +40,12 @@ def query_extractor(graph_spec: Mapping[str, Any]) -> RuleExtractor:
     return RuleExtractor(**dict(builder.get("extractor_args") or {})) if rules else RuleExtractor()
 
 
+def names_in_question(question: str, extractor: RuleExtractor) -> list[str]:
+    """The entity strings ``extractor`` finds in ``question`` (its opening question word lowercased
+    first, so that it does not start a name): what a question is matched to entity nodes by."""
+    return extractor.extract_one(_question_word_lowered(question))
+
+
 class QueryEntityMatcher:
     """Finds an entity graph's entity nodes in questions, and the passages that alone mention an
     entity a question names.
@@ -65,5 +71,5 @@ class QueryEntityMatcher:
     def __call__(self, questions: Sequence[str]) -> list[list[int]]:
         """The rows each question names (sorted, no repeats; empty when none): entity nodes, and
         passages for entities that only that passage mentions."""
-        return [sorted({row for name in self.extractor.extract_one(_question_word_lowered(q)) if (row := self.row.get(entity_key(name))) is not None})
+        return [sorted({row for name in names_in_question(q, self.extractor) if (row := self.row.get(entity_key(name))) is not None})
                 for q in questions]

@@ -23,6 +23,7 @@ from isorag_pyg.retrieval.ann import ANNIndex, resolve_params
 from isorag_pyg.store.contents import IndexContents
 from isorag_pyg.store.passages import PassageStore
 from isorag_pyg.training.config import FThetaConfig
+from isorag_pyg.utils.bridging import bridging_from_ball
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ def build_index(
         stages.set_postfix_str("φ")
         z = None if fitted is None else fitted.z
         log_phi = log_phi_from_ball(data.edge_index, z, phi, num_nodes=data.num_nodes)
+        bridging = bridging_from_ball(data.edge_index, z, phi, num_nodes=data.num_nodes)
         stages.update()
         ann_index = None
         if ann != "exact":
@@ -129,7 +131,7 @@ def build_index(
         (log.warning if line.startswith("warning:") else log.info)(line)
     if statistics["leak"]:
         log.warning("LEAK: this graph is built from the evaluated questions' own contexts; its metrics are not held-out results")
-    contents = IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, edges.get("knn"))
+    contents = IndexContents(PassageStore(corpus), x, data, log_phi, bridging, statistics, corpus_hash(corpus), z, edges.get("knn"))
     return {"contents": contents, "encoder": encoder_spec(encoder, x.size(1)),
             "phi": phi, "graph_spec": spec, "f_theta": None if fitted is None else fitted.encoder,
             "f_theta_info": None if fitted is None else fitted.info, "ann": ann_index, "knobs": graph_knobs(spec),

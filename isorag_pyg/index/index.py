@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from torch import Tensor
 
     from isorag_pyg.encoders.sentence import TextEncoder
+    from isorag_pyg.index.bridges import Bridge
     from isorag_pyg.index.f_theta import FTheta
     from isorag_pyg.index.update import Updatable, UpdateReport
     from isorag_pyg.nn.poincare_encoder import PoincareEncoder
@@ -71,7 +72,7 @@ class ISORAGIndex(IndexReader):
         """The constructor arguments that reproduce this index (what :meth:`save` writes)."""
         return {"contents": self.contents, "encoder": self.encoder_spec, "phi": self.phi, "graph_spec": self.graph_spec,
                 "f_theta": self._f_theta, "f_theta_info": self.f_theta_info, "knobs": self.knobs, "created": self.created, "ann": self._ann,
-                "next_id": self.next_id, "max_tokens": self.max_tokens}
+                "next_id": self.next_id, "max_tokens": self.max_tokens, "quarantined": self.quarantined}
 
     def save(self, directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOUT_S) -> Path:
         """Write the index to ``directory`` atomically (a crash leaves any previous index there intact)
@@ -120,9 +121,12 @@ class ISORAGIndex(IndexReader):
         self._take_f_theta(adopt_f_theta(encoder, self.contents.graph.x, self.phi.curvature))  # an entity graph's entities too
 
     def set_phi(self, spec: PhiSpec) -> None:
-        """Recompute and keep φ under ``spec`` (the φ that retrieval uses and :meth:`save` writes)."""
+        """Recompute and keep φ (and the bridging scores, from the same shells) under ``spec``."""
+        from isorag_pyg.utils.bridging import bridging_from_ball
+
         log_phi = self.log_phi_for(spec)
-        self.phi, self.contents = spec, self.contents.replace(log_phi=log_phi)
+        bridging = bridging_from_ball(self.contents.graph.edge_index, self.z, spec, num_nodes=self.contents.graph.num_nodes)
+        self.phi, self.contents = spec, self.contents.replace(log_phi=log_phi, bridging=bridging)
 
     def set_ann(self, kind: str, params: Mapping[str, int] | None = None) -> None:
         """Build the ANN index ISO-RAG, its ablations and dense take candidates from (kept by :meth:`save`): FAISS
@@ -184,7 +188,32 @@ class ISORAGIndex(IndexReader):
 
         contents, ann, report = removed(self._updatable(), ids)
         self._take_update(contents, ann)
+        self.quarantined = [i for i in self.quarantined if self.passages.row_of(i) is not None]
         return report
+
+    def quarantine(self, ids: Iterable[str], release: bool = False) -> list[str]:
+        """Leave these passages out of every walk until they are released (``release=True``
+        releases them); kept by :meth:`save`. Returns the ids quarantined now. An unknown id is an error."""
+        from isorag_pyg.store.passages import rows_of
+
+        ids = [self.passages[r].id for r in rows_of(self.passages, ids, "quarantine").tolist()]
+        self.quarantined = [i for i in self.quarantined if i not in ids] if release else list(dict.fromkeys([*self.quarantined, *ids]))
+        self._drop_caches()
+        return self.quarantined
+
+    def bridges(self, top: int = 10, ids: Iterable[str] | None = None) -> list[Bridge]:
+        """The ``top`` passages by bridging score (or the passages ``ids``), highest first, with what
+        they tie together and whether the walk leaves them out (:func:`~isorag_pyg.index.bridges.strongest_bridges`)."""
+        from isorag_pyg.index.bridges import strongest_bridges
+        from isorag_pyg.index.registry import resolve_knobs
+        from isorag_pyg.store.passages import rows_of
+        from isorag_pyg.utils.isoperimetric import log_volumes_of
+
+        rows = None if ids is None else rows_of(self.passages, ids, "bridges").tolist()
+        share = resolve_knobs("iso", self.knobs, {})[0].bridge_share
+        graph = self.contents.graph
+        log_vol = log_volumes_of(self.z, self.phi, graph.num_nodes)
+        return strongest_bridges(self.passages, graph, log_vol, self.phi, self.bridging, share, self.quarantined, top, rows)
 
 
 def open_index(directory: str | Path, verify: bool = True) -> ISORAGIndex:

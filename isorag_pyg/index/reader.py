@@ -58,7 +58,7 @@ class IndexReader:
                  f_theta: PoincareEncoder | StoredFTheta | None = None, f_theta_info: dict[str, Any] | None = None,
                  knobs: Mapping[str, Mapping[str, Any]] | None = None, created: str | None = None,
                  ann: ANNIndex | StoredANN | None = None, next_id: int | None = None, origin: Origin | None = None,
-                 max_tokens: int | None = None):
+                 max_tokens: int | None = None, quarantined: Sequence[str] = ()):
         self.contents, self.encoder_spec, self.phi, self.graph_spec = contents, encoder, phi, graph_spec
         self._f_theta, self.f_theta_info = f_theta, f_theta_info
         self.knobs: dict[str, dict[str, Any]] = {name: dict(values) for name, values in (knobs or {}).items()}
@@ -67,6 +67,7 @@ class IndexReader:
         self._next_id, self.origin = next_id, origin  # origin: see generation
         self.max_tokens = defaults.MAX_TOKENS if max_tokens is None else max_tokens  # tokens a passage when isorag add splits documents
         self._encoder: TextEncoder | None = None
+        self.quarantined: list[str] = list(quarantined)  # passage ids left out of the walk until released
         self._drop_caches()
 
     def _drop_caches(self) -> None:
@@ -77,6 +78,7 @@ class IndexReader:
     passages: PassageStore = _content("passages")
     embeddings: Tensor = _content("embeddings")
     log_phi: Tensor = _content("log_phi")
+    bridging: Tensor = _content("bridging")
     z: Tensor | None = _content("z")
     knn_edges: Tensor | None = _content("knn_edges")
     statistics: dict[str, Any] = _content("statistics")
@@ -104,6 +106,13 @@ class IndexReader:
         if isinstance(self._f_theta, StoredFTheta):
             self._f_theta = self._f_theta.open()
         return self._f_theta
+
+    @property
+    def quarantine_mask(self) -> Tensor:
+        """``[N]`` bool over the graph's nodes: the quarantined passages."""
+        mask = torch.zeros(self.contents.graph.num_nodes, dtype=torch.bool)
+        mask[[self.passages.row_of(i) for i in self.quarantined]] = True
+        return mask
 
     @property
     def next_id(self) -> int:

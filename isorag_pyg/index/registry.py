@@ -2,7 +2,8 @@
 
 ``iso`` is ISO-RAG; ``iso_uniform``, ``iso_shuffled`` and ``iso_random`` are its φ ablations
 (ISO-RAG's knobs with ``phi_mode`` fixed; they share ISO-RAG's stored knobs unless they have
-their own); ``dense``, ``bm25`` and ``ppr`` are the baselines.
+their own); ``dense``, ``bm25``, ``ppr`` (global PPR from the dense seeds) and ``hipporag``
+(HippoRAG 2's walk from the entities a question names) are the baselines.
 """
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ from torch import Tensor
 
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph.query_entities import QueryEntityMatcher, query_extractor
-from isorag_pyg.knobs import PHI_OVERRIDES, BM25Knobs, DenseKnobs, ISOKnobs, Knobs, PhiSpec, PPRKnobs
+from isorag_pyg.knobs import PHI_OVERRIDES, BM25Knobs, DenseKnobs, HippoRAGKnobs, ISOKnobs, Knobs, PhiSpec, PPRKnobs
 from isorag_pyg.plugins import Registry
 from isorag_pyg.retrieval import (
     ANNIndex,
     BM25Retriever,
     DenseRetriever,
     GlobalPPRRetriever,
+    HippoRAGRetriever,
     ISORetriever,
     RetrievalGraph,
     Retriever,
@@ -35,6 +37,8 @@ class RetrieverSource(Protocol):
     passages: Sequence[Passage]
     phi: PhiSpec
     log_phi: Tensor
+    bridging: Tensor
+    quarantine_mask: Tensor  # [N] bool: passages a user quarantined
     ann: ANNIndex | None
     graph: Any  # the corpus graph (PyG ``Data``), for retrievers that need more of it than the ones here read
     graph_spec: dict[str, Any]  # the builders and their arguments
@@ -49,12 +53,23 @@ class RetrieverSource(Protocol):
 Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"], Retriever]
 
 
+def _entity_matcher(source: RetrieverSource, unique_mentions: bool = True) -> QueryEntityMatcher | None:
+    """The matcher of the entity nodes (and, with ``unique_mentions``, the passages that alone
+    mention an entity) a question names; ``None`` on a graph without entity nodes."""
+    names = source.entity_names
+    unique = source.unique_mentions if unique_mentions else {}
+    return QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec), unique) if names else None
+
+
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
     log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
-    names = source.entity_names if knobs.entity_seeds > 0 else []
-    unique = source.unique_mentions if knobs.unique_mention_seeds else {}
-    matcher = QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec), unique) if names else None
-    return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher)
+    matcher = _entity_matcher(source, knobs.unique_mention_seeds) if knobs.entity_seeds > 0 else None
+    return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher, bridging=source.bridging,
+                        quarantined=source.quarantine_mask)
+
+
+def _hipporag(source: RetrieverSource, knobs: HippoRAGKnobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:
+    return HippoRAGRetriever(source.retrieval_graph(device), knobs, entity_matcher=_entity_matcher(source))
 
 
 def _dense(source: RetrieverSource, knobs: DenseKnobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:
@@ -102,6 +117,7 @@ REGISTRY: Registry[RetrieverKind] = Registry({
     "dense": RetrieverKind(DenseKnobs, _dense),
     "bm25": RetrieverKind(BM25Knobs, _bm25, cached=True),
     "ppr": RetrieverKind(PPRKnobs, _ppr),
+    "hipporag": RetrieverKind(HippoRAGKnobs, _hipporag),
 }, group="isorag_pyg.retrievers", kind="retriever")
 #: The retriever names an index serves (a read-only mapping to their kinds: ``name in RETRIEVERS``, ``list(RETRIEVERS)``).
 RETRIEVERS = REGISTRY

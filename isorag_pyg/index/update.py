@@ -26,12 +26,13 @@ from isorag_pyg.datasets.types import MatchReport, Passage
 from isorag_pyg.graph import GraphEdges, build_corpus_graph, graph_statistics, run_builders
 from isorag_pyg.graph.builders import knn
 from isorag_pyg.graph.corpus_graph import named_edge_difference
-from isorag_pyg.index.corpus import as_passages, corpus_hash
+from isorag_pyg.index.corpus import as_passages, corpus_hash, near_duplicates
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.nn.poincare_encoder import PoincareEncoder
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.store.contents import IndexContents
-from isorag_pyg.store.passages import PassageStore
+from isorag_pyg.store.passages import PassageStore, rows_of
+from isorag_pyg.utils.bridging import bridging_from_ball
 from isorag_pyg.utils.isoperimetric import log_phi_from_ball
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class UpdateReport:
     removed: int = 0
     duplicates_skipped: int = 0
     duplicate_ids: list[tuple[str, str]] = field(default_factory=list)  # (kept id, dropped id): same text, another id
+    near_duplicates: int = 0  # added passages whose text repeats another's but for its numbers (kept: each is a passage of its own)
     edges_added: int = 0
     edges_removed: int = 0
     phi_recomputed: int = 0  # graph nodes whose φ was recomputed (an entity graph's entity nodes included)
@@ -58,7 +60,8 @@ class UpdateReport:
         ann = "" if self.ann == "none" else f"; ANN index {self.ann}"
         shown = ", ".join(f"{kept!r} kept, {dropped!r} dropped" for kept, dropped in self.duplicate_ids[:10])
         same = f" (same text under two ids: {shown}{', ...' if len(self.duplicate_ids) > 10 else ''})" if shown else ""
-        return (f"{self.added} passages added, {self.removed} removed, {self.duplicates_skipped} duplicates skipped{same}; "
+        near = f" ({self.near_duplicates} of them near-duplicates: the same text as another but for its numbers, kept)" if self.near_duplicates else ""
+        return (f"{self.added} passages added{near}, {self.removed} removed, {self.duplicates_skipped} duplicates skipped{same}; "
                 f"{self.edges_added} edges added, {self.edges_removed} removed; φ recomputed for {self.phi_recomputed} graph nodes{ann}")
 
 
@@ -87,7 +90,8 @@ def added(index: Updatable, passages: Sequence[Passage | Mapping[str, Any]],
     ``encode``, called only when there is something new). Passages without ids are numbered
     from ``index.next_id`` (a counter that never repeats an id); a conflicting id is an error; a
     passage identical to one in the index is skipped and counted, with its id and the kept one
-    in ``report.duplicate_ids``."""
+    in ``report.duplicate_ids``; one that differs from another only in its numbers is added,
+    counted in ``report.near_duplicates`` and logged in a warning (:func:`~isorag_pyg.index.corpus.near_duplicates`)."""
     check_updatable(index.graph_spec)
     existing = index.contents.passages
     merged = MatchReport()
@@ -103,6 +107,10 @@ def added(index: Updatable, passages: Sequence[Passage | Mapping[str, Any]],
                                                    and known[(p.title, p.text)] != p.id and p.id not in assigned]
     if not fresh:
         return index.contents, index.ann, report
+    report.near_duplicates, example = near_duplicates(fresh, existing)
+    if example is not None:
+        log.warning("add: %d of the %d new passages repeat another passage's text but for its numbers (all kept), e.g. %r: %.80s",
+                    report.near_duplicates, len(fresh), example.id, example.text)
     x = torch.cat([index.contents.embeddings.float(), encode([p.content for p in fresh])])
     contents, ann = _apply(index, list(existing) + fresh, x, torch.arange(len(existing)), report)
     return contents, ann, report
@@ -149,7 +157,8 @@ def _apply(index: Updatable, corpus: list[Passage], x: Tensor, old_to_new: Tenso
         report.phi_recomputed = data.num_nodes
         ann = updated_ann(index.ann, x, added_rows, bool(kept_old.all()), report)
         statistics = {**graph_statistics(data), "builders": list(data.builders)}
-        return IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, knn_edges), ann
+        bridging = bridging_from_ball(data.edge_index, z, index.phi, num_nodes=data.num_nodes)
+        return IndexContents(PassageStore(corpus), x, data, log_phi, bridging, statistics, corpus_hash(corpus), z, knn_edges), ann
 
     ends = old_to_new[old.graph.edge_index]
     old_edges = ends[:, (ends >= 0).all(0)]
@@ -174,7 +183,8 @@ def _apply(index: Updatable, corpus: list[Passage], x: Tensor, old_to_new: Tenso
     report.phi_recomputed = int(nodes.numel())
     ann = updated_ann(index.ann, x, added_rows, bool(kept_old.all()), report)
     statistics = {**graph_statistics(data), "builders": list(data.builders)}
-    return IndexContents(PassageStore(corpus), x, data, log_phi, statistics, corpus_hash(corpus), z, knn_edges), ann
+    bridging = bridging_from_ball(data.edge_index, z, index.phi, num_nodes=n)  # every node: a passage's score reads 2 hops around it
+    return IndexContents(PassageStore(corpus), x, data, log_phi, bridging, statistics, corpus_hash(corpus), z, knn_edges), ann
 
 
 def updated_ann(ann: ANNIndex | None, x: Tensor, added_rows: Tensor, appended_only: bool, report: UpdateReport) -> ANNIndex | None:
@@ -229,15 +239,3 @@ def _member(keys: Tensor, sorted_keys: Tensor) -> Tensor:
         return torch.zeros_like(keys, dtype=torch.bool)
     slot = torch.searchsorted(sorted_keys, keys).clamp_max(sorted_keys.numel() - 1)
     return sorted_keys[slot] == keys
-
-
-def rows_of(passages: PassageStore, ids: Iterable[str]) -> Tensor:
-    if isinstance(ids, str):
-        raise TypeError(f"remove() takes a list of passage ids, got the string {ids!r} (write [{ids!r}])")
-    ids = list(ids)
-    if not ids:
-        raise ValueError("remove() needs at least one passage id")
-    rows = [passages.row_of(str(i)) for i in ids]
-    if missing := [i for i, r in zip(ids, rows) if r is None]:
-        raise ValueError(f"no passage with id {missing[0]!r} in the index" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    return torch.tensor(sorted(set(rows)), dtype=torch.long)

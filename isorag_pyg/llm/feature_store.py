@@ -65,7 +65,8 @@ class ISORAGFeatureStore:
         ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds),
         ``entity_seed_index`` (local positions of the query-matched seeds: entity nodes, and
         passages seeded for an entity only they mention),
-        ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text)
+        ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text),
+        ``left_out`` (passages the walk leaves out: the strongest bridges and the quarantined)
         and, when the retriever walks edge weights, ``edge_weight``."""
         node = sample.node
         records = node_records(self.graph.passages, getattr(self.graph.graph, "entity_names", []), node.tolist())
@@ -79,6 +80,7 @@ class ISORAGFeatureStore:
             title=[r[1] for r in records], text=[r[2] for r in records], dense_score=dense,
             node_type=(node >= len(self.graph)).long().cpu(),
             log_phi=self.retriever.log_phi[node.to(self.retriever.log_phi.device)].cpu(), seed_index=sample.metadata["seed_index"].cpu(),
+            left_out=self.retriever.left_out[node.to(graph.device)].cpu(),
             entity_seed_index=sample.metadata["entity_seed_index"].cpu(),
         )
         if self.retriever.knobs.edge_weights:

@@ -16,15 +16,15 @@ class ISOSubgraphFilter:
     ISO-RAG's scoring (:func:`~isorag_pyg.retrieval.scoring.score_local_graphs`, the function
     the retriever uses); adds ``ppr``, ``score`` (``-inf`` for an entity graph's entity nodes,
     which are not ranked) and ``num_removed_edges`` to the data. ``edge_index`` is the filter's
-    output; the walk also leaves out the edges into the query-matched entity nodes unless the
-    knob ``reenter_entity_seeds``."""
+    output without the edges of the passages the walk leaves out (``data.left_out``); the walk
+    also leaves out the edges into the query-matched entity nodes unless the knob ``reenter_entity_seeds``."""
 
     def __init__(self, retriever: ISORetriever):
         self.retriever = retriever
-        self.transform = IsoperimetricFilter(beta=retriever.knobs.beta, phi_source="phi")
+        self.transform = IsoperimetricFilter(beta=retriever.knobs.beta, phi_source="phi", leave_out="left_out")
 
     def __call__(self, data: Data, query: Any = None) -> Data:
-        data = self.transform(data)  # data.log_phi is the retriever's φ, ablation included
+        data = self.transform(data)  # data.log_phi is the retriever's φ, ablation included; data.left_out the left-out passages
         seeds = data.seed_index.unsqueeze(0)
         n = data.num_nodes
         scored = score_local_graphs(data.edge_index, seeds, data.dense_score[seeds], data.dense_score, torch.zeros(n, dtype=torch.long),

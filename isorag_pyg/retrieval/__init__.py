@@ -5,6 +5,7 @@ from isorag_pyg.retrieval.baselines import (
     DenseRetriever,
     GlobalPPRRetriever,
 )
+from isorag_pyg.retrieval.hipporag import HippoRAGRetriever
 from isorag_pyg.retrieval.iso_retriever import ISORetriever
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
 from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
@@ -15,6 +16,7 @@ __all__ = [
     "BM25Retriever",
     "DenseRetriever",
     "GlobalPPRRetriever",
+    "HippoRAGRetriever",
     "ISORetriever",
     "LocalGraphBatch",
     "Queries",

@@ -25,6 +25,7 @@ from isorag_pyg.retrieval.types import (
     check_k,
     retrieve_in_chunks,
 )
+from isorag_pyg.utils.bridging import bridge_mask
 from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_mask
 
 
@@ -38,7 +39,8 @@ class ISORetriever:
     ``max_expansion`` new nodes per hop, best dense score first); edges whose endpoints'
     isoperimetric profiles differ by more than ``beta`` are removed (the rule of
     :class:`~isorag_pyg.transforms.IsoperimetricFilter`, decided once per corpus edge since φ is
-    precomputed per node); what is left is scored by
+    precomputed per node), and so are the edges of the passages left out of the walk (the
+    ``bridge_share`` with the highest ``bridging`` scores, and the ``quarantined``); what is left is scored by
     :func:`~isorag_pyg.retrieval.scoring.score_local_graphs`: personalized PageRank with
     teleport ``softmax(tau * s_dense)`` over the seeds, then
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates.
@@ -66,13 +68,18 @@ class ISORetriever:
         entity_matcher: questions -> the rows each names: entity nodes and unique-mention
             passages (:class:`~isorag_pyg.graph.query_entities.QueryEntityMatcher`; default:
             ``None``, passage seeds only).
+        bridging: ``[N]`` every node's bridging score (:func:`~isorag_pyg.utils.bridging.bridging_score`):
+            the ``bridge_share`` of passages with the highest are left out of the walk (default:
+            ``None``, none).
+        quarantined: ``[N]`` bool, passages left out of the walk whatever their score (default: none).
         **changes: knobs changed from ``knobs`` (e.g. ``beta=0.1``).
     """
 
     name = "iso"
 
     def __init__(self, graph: RetrievalGraph, log_phi: Tensor, knobs: ISOKnobs = ISOKnobs(), ann: ANNIndex | None = None,
-                 entity_matcher: Callable[[Sequence[str]], list[list[int]]] | None = None, **changes: Any):
+                 entity_matcher: Callable[[Sequence[str]], list[list[int]]] | None = None, bridging: Tensor | None = None,
+                 quarantined: Tensor | None = None, **changes: Any):
         self.knobs = knobs = knobs.replace(**changes)
         self.graph = graph
         if log_phi.numel() != graph.num_nodes:
@@ -82,6 +89,15 @@ class ISORetriever:
         # φ is per node, so whether an edge survives the filter does not depend on the query:
         # decide it once for every corpus edge, then look it up for each local subgraph
         self.edge_keep = isoperimetric_keep_mask(self.graph.up_edge_index, self.log_phi, knobs.beta)
+        # passages the walk leaves out: the strongest bridges (scores ablated as φ is) and the quarantined
+        self.left_out = torch.zeros(graph.num_nodes, dtype=torch.bool, device=graph.device)
+        if bridging is not None:
+            self.left_out |= bridge_mask(ablate_log_phi(bridging.to(graph.device), knobs.phi_mode, knobs.seed), knobs.bridge_share,
+                                         graph.num_passages)
+        if quarantined is not None:
+            self.left_out |= quarantined.to(graph.device)
+        up = self.graph.up_edge_index
+        self.edge_keep &= ~(self.left_out[up[0]] | self.left_out[up[1]])
         check_ann_index(ann, graph)
         self.ann = ann
         self.entity_matcher = entity_matcher if knobs.entity_seeds > 0 and graph.num_passages < graph.num_nodes else None
@@ -102,7 +118,7 @@ class ISORetriever:
         when they are off (no matcher, ``entity_seeds = 0`` or no entity node)."""
         if self.entity_matcher is None:
             return None
-        rows = self.entity_matcher(questions)
+        rows = [[r for r in found if not self.left_out[r]] for found in self.entity_matcher(questions)]
         question = torch.tensor([q for q, found in enumerate(rows) for _ in found], dtype=torch.long)
         node = torch.tensor([row for found in rows for row in found], dtype=torch.long)
         return question.to(self.graph.device), node.to(self.graph.device)

@@ -66,6 +66,9 @@ class IndexContents:
         graph: the corpus graph (``edge_index``, ``edge_weight``, ``edge_source``): a PyG ``Data``,
             or for an opened index the :class:`StoredGraph` read from its files.
         log_phi: ``[N]`` log isoperimetric profile under the index's φ recipe.
+        bridging: ``[N]`` how much each node inflates its neighbours' profiles under the same
+            recipe (:func:`~isorag_pyg.utils.bridging.bridging_score`): high for a passage that
+            alone ties unrelated regions together.
         statistics: the graph's statistics, its builders (in order) and the leak flag
             (:func:`~isorag_pyg.graph.graph_statistics`).
         corpus_hash: identifies the passages (:func:`~isorag_pyg.index.corpus.corpus_hash`).
@@ -77,6 +80,7 @@ class IndexContents:
     embeddings: Tensor
     graph: Data | StoredGraph
     log_phi: Tensor
+    bridging: Tensor
     statistics: dict[str, Any]
     corpus_hash: str
     z: Tensor | None = None

@@ -80,3 +80,17 @@ class PassageStore(Sequence[Passage]):
     @property
     def ids(self) -> list[str]:
         return [p.id for p in self]
+
+
+def rows_of(passages: PassageStore, ids: Iterable[str], verb: str = "remove") -> Tensor:
+    """The sorted distinct rows of passage ``ids`` (``verb`` names the caller in errors: a string
+    instead of a list, no id, an unknown id)."""
+    if isinstance(ids, str):
+        raise TypeError(f"{verb}() takes a list of passage ids, got the string {ids!r} (write [{ids!r}])")
+    ids = list(ids)
+    if not ids:
+        raise ValueError(f"{verb}() needs at least one passage id")
+    rows = [passages.row_of(str(i)) for i in ids]
+    if missing := [i for i, r in zip(ids, rows) if r is None]:
+        raise ValueError(f"no passage with id {missing[0]!r} in the index" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    return torch.tensor(sorted(set(rows)), dtype=torch.long)

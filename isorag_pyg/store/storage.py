@@ -35,6 +35,7 @@ from isorag_pyg.store.passages import PassageStore, write_passages
 from isorag_pyg.store.sealed import SealedCopy
 from isorag_pyg.store.snapshot import OpenedVersion
 from isorag_pyg.store.validation import check_finite_weights, check_index_tensors, require_listed
+from isorag_pyg.utils.bridging import bridging_from_ball
 from isorag_pyg.utils.files import file_sha256
 from isorag_pyg.version import __version__
 
@@ -114,7 +115,8 @@ def ann_info(ann: ANNIndex | StoredANN | None) -> dict[str, Any]:
 
 def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpec, graph_spec: dict[str, Any],
                    f_theta_info: dict[str, Any] | None, knobs: dict[str, dict[str, Any]], created: str,
-                   ann: ANNIndex | StoredANN | None, next_id: int | None = None, max_tokens: int | None = None, **_: Any) -> dict[str, Any]:
+                   ann: ANNIndex | StoredANN | None, next_id: int | None = None, max_tokens: int | None = None,
+                   quarantined: list[str] | None = None, **_: Any) -> dict[str, Any]:
     """What :func:`save_index` records about an index (without the file checksums); takes the
     index's constructor arguments."""
     if max_tokens is not None:
@@ -135,6 +137,7 @@ def index_manifest(contents: IndexContents, encoder: dict[str, Any], phi: PhiSpe
         "corpus_hash": contents.corpus_hash,
         "next_id": next_number(contents.passages.ids) if next_id is None else next_id,
         "max_tokens": max_tokens,
+        "quarantined": list(quarantined or []),
     }
 
 
@@ -159,6 +162,7 @@ def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOU
             "embeddings": contents.embeddings.float().contiguous(), "passage_offsets": write_passages(contents.passages, tmp / PASSAGES),
             "edge_index": graph.edge_index.long().contiguous(), "edge_weight": graph.edge_weight.float().contiguous(),
             "edge_source": graph.edge_source.long().contiguous(), "log_phi": contents.log_phi.double().contiguous(),
+            "bridging": contents.bridging.double().contiguous(),
         }
         for key in ("z", "knn_edges"):
             if (value := getattr(contents, key)) is not None:
@@ -230,11 +234,24 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     stored_ann = None if ann["kind"] == "exact" else StoredANN(directory / ANN, ann["kind"], ann["params"], version.keep(ANN),
                                                                manifest["files"][ANN]["sha256"] if verify else None)
     passages = PassageStore(path=directory / PASSAGES, offsets=tensors["passage_offsets"], read_from=version.path(PASSAGES))
-    contents = IndexContents(passages, tensors["embeddings"], graph, tensors["log_phi"], statistics, manifest["corpus_hash"],
+    bridging = tensors.get("bridging")
+    if bridging is None:  # saved before bridging scores existed: computed once here, saved with the next update
+        bridging = bridging_from_ball(graph.edge_index, tensors.get("z"), phi, num_nodes=graph.num_nodes)
+    contents = IndexContents(passages, tensors["embeddings"], graph, tensors["log_phi"], bridging, statistics, manifest["corpus_hash"],
                              tensors.get("z"), tensors.get("knn_edges"))
     return {"contents": contents, "encoder": manifest["encoder"], "phi": phi, "graph_spec": manifest["graph"]["builders"],
             "f_theta": f_theta, "f_theta_info": info, "knobs": manifest.get("knobs", {}), "created": manifest.get("created"),
-            "ann": stored_ann, "next_id": manifest.get("next_id"), "max_tokens": manifest.get("max_tokens")}
+            "ann": stored_ann, "next_id": manifest.get("next_id"), "max_tokens": manifest.get("max_tokens"),
+            "quarantined": _quarantined(manifest.get("quarantined", []), passages, directory / MANIFEST)}
+
+
+def _quarantined(ids: Any, passages: PassageStore, path: Path) -> list[str]:
+    """The manifest's quarantined passage ids, each a passage of the index."""
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise IndexFormatError(path, "'quarantined' must be a list of passage ids")
+    if unknown := [i for i in ids if passages.row_of(i) is None]:
+        raise IndexFormatError(path, f"'quarantined' names {unknown[0]!r}, which is not a passage of the index")
+    return ids
 
 
 def _read_entities(path: Path, num_passages: int, directory: Path) -> tuple[list[str], dict[str, int]]:

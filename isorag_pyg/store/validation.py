@@ -145,6 +145,9 @@ def check_index_tensors(path: Path, tensors: dict[str, Tensor], n: int, dim: int
     log_phi = check_tensor(path, tensors, "log_phi", (nodes,), torch.float64)
     if bool(torch.isnan(log_phi).any()) or bool((log_phi == float("inf")).any()):
         raise IndexFormatError(path, "'log_phi' holds NaN or +infinity")
+    bridging = check_tensor(path, tensors, "bridging", (nodes,), torch.float64, required=False)
+    if bridging is not None and (bool(torch.isnan(bridging).any()) or bool((bridging == float("inf")).any())):
+        raise IndexFormatError(path, "'bridging' holds NaN or +infinity")
     knn = check_tensor(path, tensors, "knn_edges", (2, None), torch.int64, required=False)
     if knn is not None:
         check_range(path, "knn_edges", knn, 0, n)

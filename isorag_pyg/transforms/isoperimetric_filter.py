@@ -58,6 +58,9 @@ class IsoperimetricFilter(BaseTransform):
             :class:`~isorag_pyg.utils.PhiSpec`, whose defaults they share.
         z_attr (str, optional): the node attribute holding ball coordinates. (default: :obj:`"z"`)
         seed (int, optional): seed for ``"shuffled"`` and ``"random"``. (default: :obj:`0`)
+        leave_out (str, optional): a boolean node attribute: every edge of a node where it is
+            ``True`` is removed too (ISO-RAG leaves its strongest bridges and quarantined
+            passages out of the walk this way). (default: :obj:`None`)
 
     Example:
         >>> import torch
@@ -83,6 +86,7 @@ class IsoperimetricFilter(BaseTransform):
         curvature: float = PhiSpec.curvature,
         z_attr: str = "z",
         seed: int = 0,
+        leave_out: str | None = None,
     ) -> None:
         check_beta(beta)
         if phi_mode not in PHI_MODES:
@@ -91,6 +95,7 @@ class IsoperimetricFilter(BaseTransform):
             raise ValueError(f"phi_source must be 'z', 'phi' or a callable, got {phi_source!r}")
         self.spec = PhiSpec(p=p, eps=eps, shell_floor=shell_floor, curvature=curvature)
         self.beta, self.phi_source, self.phi_mode, self.z_attr, self.seed = beta, phi_source, phi_mode, z_attr, seed
+        self.leave_out = leave_out
 
     def real_log_phi(self, data: Data) -> Tensor:
         """:math:`\\log\\varphi` before any ablation is applied."""
@@ -120,6 +125,11 @@ class IsoperimetricFilter(BaseTransform):
         if log_phi.numel() != n:
             raise ValueError(f"phi has {log_phi.numel()} values for {n} nodes")
         keep = isoperimetric_keep_mask(data.edge_index, log_phi, self.beta)
+        if self.leave_out is not None:
+            if self.leave_out not in data:
+                raise ValueError(f"leave_out={self.leave_out!r} needs a boolean node attribute of that name on the data")
+            left_out = data[self.leave_out].to(device).bool()
+            keep &= ~(left_out[data.edge_index[0]] | left_out[data.edge_index[1]])
         removed = int((~keep).sum())
         data = _edge_subgraph(data, keep)
         data.log_phi = log_phi

@@ -69,7 +69,11 @@ def scatter_logsumexp(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
 
 
 def clean_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """Drop self-loops and duplicates, sort by source (CSR order)."""
+    """Drop self-loops and duplicates, sort by source (CSR order). An edge list that is already so
+    (a saved index's graph) is returned as it is, without importing PyG."""
+    keys = edge_index[0] * num_nodes + edge_index[1]
+    if not bool((edge_index[0] == edge_index[1]).any()) and bool((keys[1:] > keys[:-1]).all()):
+        return edge_index
     from torch_geometric.utils import coalesce, remove_self_loops
 
     edge_index, _ = remove_self_loops(edge_index)
@@ -186,17 +190,22 @@ def log_phi_from_ball(
         >>> log_phi_from_ball(ei, None, PhiSpec(p=0.0, shell_floor=0.0), num_nodes=3).exp()
         tensor([0.5000, 0.0000, 0.5000], dtype=torch.float64)
     """
+    log_vol = log_volumes_of(z, spec, num_nodes, edge_index.device)
+    return log_isoperimetric_profile(edge_index, log_vol, spec.eps, spec.shell_floor, origin_volume(spec.p), nodes=nodes)
+
+
+def log_volumes_of(z: Tensor | None, spec: PhiSpec, num_nodes: int | None, device: torch.device | str = "cpu") -> Tensor:
+    """Every node's log-volume under ``spec``: from ball coordinates ``z``, or zeros (``p = 0``,
+    ``z=None``: pass ``num_nodes``)."""
     if z is None:
         if spec.needs_coordinates:
             raise ValueError(f"φ with p = {spec.p} needs ball coordinates (train f_θ), or use p = 0")
         if num_nodes is None:
             raise ValueError("without ball coordinates, pass num_nodes")
-        log_vol = torch.zeros(num_nodes, dtype=torch.float64, device=edge_index.device)
-    else:
-        if num_nodes is not None and z.size(0) != num_nodes:
-            raise ValueError(f"ball coordinates have {z.size(0)} rows for {num_nodes} nodes")
-        log_vol = log_volume(z, spec.p, spec.curvature)
-    return log_isoperimetric_profile(edge_index, log_vol, spec.eps, spec.shell_floor, origin_volume(spec.p), nodes=nodes)
+        return torch.zeros(num_nodes, dtype=torch.float64, device=device)
+    if num_nodes is not None and z.size(0) != num_nodes:
+        raise ValueError(f"ball coordinates have {z.size(0)} rows for {num_nodes} nodes")
+    return log_volume(z, spec.p, spec.curvature)
 
 
 def ablate_log_phi(log_phi: Tensor, mode: str = "real", seed: int = 0) -> Tensor:

@@ -46,6 +46,6 @@ def test_a_build_warning_is_printed_once(tmp_path):
     (tmp_path / "docs").mkdir()
     for word in ("alpha", "beta", "gamma", "delta", "epsilon", "zeta"):
         (tmp_path / "docs" / f"{word}.txt").write_text(f"the {word} is quiet here and there today.")
-    done = isorag("index", str(tmp_path / "docs"), str(tmp_path / "index"), "--quiet")
+    done = isorag("index", str(tmp_path / "docs"), str(tmp_path / "index"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert (done.stdout + done.stderr).count("of passages have no edge") == 1, (done.stdout, done.stderr[-2000:])

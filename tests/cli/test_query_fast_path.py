@@ -17,7 +17,7 @@ from isorag_pyg.cli.parser import build_parser
 from isorag_pyg.index.results import answer_json
 
 QUESTIONS = ["Which town is known for craft number 5?", "How far is Kostrov 1 from Aldania 2?", "What is Velmora 0 known for?"]
-COMMANDS = ["index", "query", "ask", "info", "add", "remove", "tune", "serve", "cache"]
+COMMANDS = ["index", "query", "ask", "info", "add", "remove", "quarantine", "tune", "serve", "cache"]
 
 
 def test_every_help_imports_nothing_heavy():

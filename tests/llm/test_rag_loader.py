@@ -20,7 +20,7 @@ def index(request) -> ISORAGIndex:
 
 
 @pytest.mark.parametrize("knobs", [{}, {"beta": 0.4, "hops": 2, "max_expansion": 5}, {"phi_mode": "shuffled", "beta": 0.7},
-                                   {"entity_seeds": 0.5, "hops": 2}])
+                                   {"entity_seeds": 0.5, "hops": 2}, {"bridge_share": 0.0}])
 def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
     feature_store, graph_store, subgraph_filter = rag_components(index, k=5, **knobs)
     loader = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter)
@@ -35,13 +35,15 @@ def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
         assert torch.equal(index.graph.edge_index[:, data.edge_idx], data.node_idx[data.edge_index])
         log_phi = data.log_phi[data.edge_index]
         assert ((log_phi[0] - log_phi[1]).abs() <= -torch.log(torch.tensor(feature_store.retriever.knobs.beta, dtype=torch.float64)) + 1e-12).all()
+        assert not data.left_out[data.edge_index].any()  # no kept edge touches a passage the walk leaves out
         removed += data.num_removed_edges
         # ranked by score, the local graph gives exactly what the index retrieves
         top = data.node_idx[data.score.argsort(descending=True, stable=True)[:5]]
         expected = [hit.id for hit in index.retrieve([question.text], k=5, **knobs)[0]]
         assert [index.passages[i].id for i in top.tolist()] == expected
-    # at the default β this small passage graph loses no edge, nor the entity graph at the β 0.05 its index stores
-    assert (removed > 0) == ("beta" in knobs)
+    # at the default β this small passage graph loses no edge to φ, nor the entity graph at the β 0.05 its index stores: without
+    # bridges left out, edges go only where β is set; with them (the default share), the strongest bridges' edges go too
+    assert (removed > 0) == ("beta" in knobs or knobs.get("bridge_share", 0.01) > 0)
     if index.graph.num_nodes == len(index):
         assert data.entity_seed_index.numel() == 0
     else:  # the loader's walk follows the entity graph's mention weights, as the index's retrieval does
