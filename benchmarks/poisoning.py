@@ -227,7 +227,7 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str,
             "examples": [{"id": p.id, "title": p.title, "text": p.text} for p in (attack.injected or attack.modified)[:2]],
             "metrics": {r: attack_metrics(clean_top[r], attacked_top[r], gold, attack.targets, injected, modified) for r in names},
         }
-        if reading is not None and attack.wrong_answers:
+        if reading is not None and attack.wrong_answers and split == "dev":  # the targets are dev questions; train cuts choose knobs
             result["reader"] = reader_check(*reading, index, questions, queries, attack, args.reader_questions)
         if args.check_add:
             result["add_equals_rebuild"] = add_equals_rebuild(corpus, attack, attacked_top, queries, names, encoder)
@@ -286,7 +286,7 @@ def main() -> None:
     parser.add_argument("--no-check-add", dest="check_add", action="store_false", help="skip the index.add = rebuild check")
     parser.add_argument("--bridge-shares", nargs="*", type=float, default=[],
                         help="also run ISO-RAG with these bridge_share values (iso@SHARE; the choice of the default, on train)")
-    parser.add_argument("--reader", action="store_true", help="answer injection: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
+    parser.add_argument("--reader", action="store_true", help="answer injection on the dev cuts: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
     parser.add_argument("--reader-questions", type=int, default=100, help="questions read per cut, the targets first")
     parser.add_argument("--out", type=results_name, default="poisoning.json")
     add_override_argument(parser)
