@@ -62,7 +62,7 @@ from isorag_pyg import ISORAGIndex
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.index.registry import resolve_knobs
 from isorag_pyg.qa import OpenAIChatGenerator, answer_questions, normalize_answer
-from isorag_pyg.qa.llama_server import LlamaServer
+from isorag_pyg.qa.llama_server import LlamaServer, ReaderSettings
 from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.retrieval import Queries
 from isorag_pyg.utils.bridging import bridge_mask
@@ -288,6 +288,8 @@ def main() -> None:
                         help="also run ISO-RAG with these bridge_share values (iso@SHARE; the choice of the default, on train)")
     parser.add_argument("--reader", action="store_true", help="answer injection on the dev cuts: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
     parser.add_argument("--reader-questions", type=int, default=100, help="questions read per cut, the targets first")
+    parser.add_argument("--threads", type=int, default=ReaderSettings().threads,
+                        help="llama.cpp threads (default: every core; 1 on a machine shared with other busy processes)")
     parser.add_argument("--out", type=results_name, default="poisoning.json")
     add_override_argument(parser)
     args = parser.parse_args()
@@ -299,7 +301,7 @@ def main() -> None:
     with ExitStack() as stack:
         if args.reader:  # the reader of benchmarks/qa.py: its server, prompt and decoding
             reader = reader_config()
-            server = stack.enter_context(LlamaServer(packaged_gemma(), alias="gemma-3-270m"))
+            server = stack.enter_context(LlamaServer(packaged_gemma(), alias="gemma-3-270m", settings=ReaderSettings(threads=args.threads)))
             generator = OpenAIChatGenerator(server.base_url, server.model, concurrency=1, max_retries=2, timeout=600, temperature=0.0,
                                             max_tokens=int(reader["max_tokens"]), stop=list(reader["stop"]))
             reading = (generator, template("fewshot"))
