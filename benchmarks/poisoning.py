@@ -62,7 +62,7 @@ from isorag_pyg import ISORAGIndex
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.index.registry import resolve_knobs
 from isorag_pyg.qa import OpenAIChatGenerator, answer_questions, normalize_answer
-from isorag_pyg.qa.llama_server import LlamaServer
+from isorag_pyg.qa.llama_server import LlamaServer, ReaderSettings
 from isorag_pyg.qa.models import packaged_gemma
 from isorag_pyg.retrieval import Queries
 from isorag_pyg.utils.bridging import bridge_mask
@@ -227,7 +227,7 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str,
             "examples": [{"id": p.id, "title": p.title, "text": p.text} for p in (attack.injected or attack.modified)[:2]],
             "metrics": {r: attack_metrics(clean_top[r], attacked_top[r], gold, attack.targets, injected, modified) for r in names},
         }
-        if reading is not None and attack.wrong_answers:
+        if reading is not None and attack.wrong_answers and split == "dev":  # the targets are dev questions; train cuts choose knobs
             result["reader"] = reader_check(*reading, index, questions, queries, attack, args.reader_questions)
         if args.check_add:
             result["add_equals_rebuild"] = add_equals_rebuild(corpus, attack, attacked_top, queries, names, encoder)
@@ -286,8 +286,10 @@ def main() -> None:
     parser.add_argument("--no-check-add", dest="check_add", action="store_false", help="skip the index.add = rebuild check")
     parser.add_argument("--bridge-shares", nargs="*", type=float, default=[],
                         help="also run ISO-RAG with these bridge_share values (iso@SHARE; the choice of the default, on train)")
-    parser.add_argument("--reader", action="store_true", help="answer injection: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
+    parser.add_argument("--reader", action="store_true", help="answer injection on the dev cuts: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
     parser.add_argument("--reader-questions", type=int, default=100, help="questions read per cut, the targets first")
+    parser.add_argument("--threads", type=int, default=ReaderSettings().threads,
+                        help="llama.cpp threads (default: every core; 1 on a machine shared with other busy processes)")
     parser.add_argument("--out", type=results_name, default="poisoning.json")
     add_override_argument(parser)
     args = parser.parse_args()
@@ -299,7 +301,7 @@ def main() -> None:
     with ExitStack() as stack:
         if args.reader:  # the reader of benchmarks/qa.py: its server, prompt and decoding
             reader = reader_config()
-            server = stack.enter_context(LlamaServer(packaged_gemma(), alias="gemma-3-270m"))
+            server = stack.enter_context(LlamaServer(packaged_gemma(), alias="gemma-3-270m", settings=ReaderSettings(threads=args.threads)))
             generator = OpenAIChatGenerator(server.base_url, server.model, concurrency=1, max_retries=2, timeout=600, temperature=0.0,
                                             max_tokens=int(reader["max_tokens"]), stop=list(reader["stop"]))
             reading = (generator, template("fewshot"))

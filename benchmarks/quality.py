@@ -1,4 +1,4 @@
-"""Retrieval quality on the shared dev sets: ISO-RAG against flat dense, BM25, global PPR and
+"""Retrieval quality on the shared dev sets: ISO-RAG against flat dense, BM25, global PPR, HippoRAG 2's walk and
 the φ ablations.
 
     python -m benchmarks.quality [--datasets musique hotpotqa 2wikimultihopqa] [--graphs leakfree title_mention context_cooccurrence]
@@ -39,7 +39,7 @@ from benchmarks.common import (
 from isorag_pyg.evaluation import evaluate_retrievers
 from isorag_pyg.graph import EmptyGraphError
 
-BASELINES = ["dense", "bm25", "ppr"]
+BASELINES = ["dense", "bm25", "ppr", "hipporag"]
 ABLATIONS = ["uniform", "shuffled", "random"]
 
 
