@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import APIRouter
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 from starlette.types import Receive, Scope, Send
@@ -191,11 +191,10 @@ class EventStream(StreamingResponse):
             await self.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
-def answer_router(reader: Reader | None, batcher: MicroBatcher[RetrievalRequest, Served], settings: ServerSettings) -> APIRouter:
-    """``POST /answer`` over ``reader`` (``None``: 503, passages still returned)."""
-    router = APIRouter()
+def add_answer_route(app: FastAPI, reader: Reader | None, batcher: MicroBatcher[RetrievalRequest, Served], settings: ServerSettings) -> None:
+    """``POST /answer`` over ``reader`` (``None``: 503, passages still returned), on ``app`` itself."""
 
-    @router.post("/answer", responses={200: {"model": AnswerObject, "description": "the answer (JSON), or its events (text/event-stream)",
+    @app.post("/answer", responses={200: {"model": AnswerObject, "description": "the answer (JSON), or its events (text/event-stream)",
                                              "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}, **READER_RESPONSES},
                  openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": answer_body_schema(settings)}}}})
     async def answer(body: AnswerBody) -> Response:
@@ -219,8 +218,6 @@ def answer_router(reader: Reader | None, batcher: MicroBatcher[RetrievalRequest,
             if kind == "error":
                 return JSONResponse({"detail": one_line(value), "passages": passages_json(hits)}, status_code=reader_status(value), headers=headers)
         raise AssertionError("unreachable: run_answering ends with done or error")
-
-    return router
 
 
 async def _events(answering: Answering, hits: list[Any]) -> AsyncIterator[str]:

@@ -31,14 +31,14 @@ from isorag_pyg.index import RETRIEVERS, ISORAGIndex
 from isorag_pyg.index.results import answer_json
 from isorag_pyg.qa.reader_spec import Reader
 from isorag_pyg.server.access import OPEN_PATHS, AccessGuard
-from isorag_pyg.server.answers import answer_router
+from isorag_pyg.server.answers import add_answer_route
 from isorag_pyg.server.batcher import BatcherUnavailable, MicroBatcher
 from isorag_pyg.server.body_limit import BodyLimit
 from isorag_pyg.server.connection_gate import ConnectionGate
 from isorag_pyg.server.engine import RetrievalEngine, RetrievalRequest
 from isorag_pyg.server.explain import explain_router
 from isorag_pyg.server.latency import LatencyHistogram
-from isorag_pyg.server.openai_api import openai_router
+from isorag_pyg.server.openai_api import add_openai_routes
 from isorag_pyg.server.page import page_router
 from isorag_pyg.server.reloading import DISK_CHECK_S, Served, ServedIndex
 from isorag_pyg.server.schema import (
@@ -190,8 +190,8 @@ def create_app(index: ISORAGIndex, settings: ServerSettings = ServerSettings(), 
         return {"version": served.version, "passages": len(served.index), "reloads": served.reloads, "index": served.index.info(),
                 "retrievers": list(RETRIEVERS), "settings": settings.to_dict(), "reader": reader.name if reader is not None else None}
 
-    app.include_router(answer_router(reader, batcher, settings))
-    app.include_router(openai_router(reader, batcher, settings))
+    add_answer_route(app, reader, batcher, settings)
+    add_openai_routes(app, reader, batcher, settings)
     app.include_router(explain_router(served, settings))
     app.include_router(page_router())
     return app

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -118,19 +118,18 @@ def _chunk(reply_id: str, model: str, created: int, delta: dict[str, Any], finis
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
 
-def openai_router(reader: Reader | None, batcher: MicroBatcher[RetrievalRequest, Served], settings: ServerSettings) -> APIRouter:
-    """``GET /v1/models`` and ``POST /v1/chat/completions`` over ``reader``."""
-    router = APIRouter(prefix="/v1")
+def add_openai_routes(app: FastAPI, reader: Reader | None, batcher: MicroBatcher[RetrievalRequest, Served], settings: ServerSettings) -> None:
+    """``GET /v1/models`` and ``POST /v1/chat/completions`` over ``reader``, on ``app`` itself."""
     failures = {status: {"model": ErrorBody, "description": text} for status, text in (
         (500, "a failure inside retrieval"),
         (502, "the reader failed: unreachable, refused or answered garbage"), (504, "the reader did not answer in time"))}
 
-    @router.get("/models")
+    @app.get("/v1/models")
     async def list_models() -> dict[str, Any]:
         """The models this server answers as: ``isorag`` and ``isorag-<retriever>``."""
         return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "isorag"} for name in models()]}
 
-    @router.post("/chat/completions", responses={200: {"description": "a chat completion (JSON), or its chunks (text/event-stream)",
+    @app.post("/v1/chat/completions", responses={200: {"description": "a chat completion (JSON), or its chunks (text/event-stream)",
                                                        "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}, **failures},
                  openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": chat_body_schema(settings)}}}})
     async def chat_completions(body: ChatBody) -> Response:
@@ -157,8 +156,6 @@ def openai_router(reader: Reader | None, batcher: MicroBatcher[RetrievalRequest,
             if kind == "error":
                 return error_response(reader_status(value), one_line(value), headers)
         raise AssertionError("unreachable: run_answering ends with done or error")
-
-    return router
 
 
 async def _chunks(answering: Answering, reply_id: str, model: str, created: int) -> AsyncIterator[str]:

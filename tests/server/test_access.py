@@ -67,13 +67,14 @@ def test_with_an_api_key_every_route_but_health_needs_it_routes_added_later_incl
     async def added() -> dict:
         return {"answer": "42"}
 
-    @app.get("/added-later/models")
-    async def models() -> dict:
+    @app.get("/v1/added-later")
+    async def also_added() -> dict:
         return {"data": []}
 
     routes = [(method, route.path) for route in every_route(app) for method in sorted(getattr(route, "methods", None) or {"GET"})
               if method != "HEAD"]
-    assert {("POST", "/added-later"), ("POST", "/answer"), ("POST", "/explain"), ("GET", "/"), ("GET", "/openapi.json"), ("GET", "/docs")} <= set(routes)
+    assert {("POST", "/added-later"), ("GET", "/v1/added-later"), ("POST", "/answer"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models"),
+            ("POST", "/explain"), ("GET", "/"), ("GET", "/openapi.json"), ("GET", "/docs")} <= set(routes)
     with TestClient(app, base_url="http://localhost") as client:
         for method, path in routes:
             path = path.replace("{", "").replace("}", "")
