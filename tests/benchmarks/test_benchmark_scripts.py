@@ -47,8 +47,8 @@ def test_tuning_on_dev_then_quality_with_the_tuned_knobs(tmp_path):
     quality = json.loads((tmp_path / "quality_tuning_round3_dev.json").read_text())
     assert "IN-SAMPLE" in quality["knobs"]
     (result,) = quality["results"]
-    assert set(result["metrics"]) == {"iso", "dense", "bm25", "ppr", "iso_uniform", "iso_shuffled", "iso_shuffled_seed1",
-                                      "iso_random", "iso_random_seed1", "iso_p0"}
+    assert set(result["metrics"]) == {"iso", "iso_no_bridges", "dense", "bm25", "ppr", "hipporag", "iso_uniform", "iso_shuffled",
+                                      "iso_shuffled_seed1", "iso_random", "iso_random_seed1", "iso_p0"}
     # the tuned setting gives the same Recall@5 when quality.py runs it again
     assert result["metrics"]["iso"]["recall@5"] == best["iso"]["recall@5"]
     ablations = ["iso_uniform", "iso_shuffled", "iso_shuffled_seed1", "iso_random", "iso_random_seed1"]
