@@ -40,6 +40,19 @@ def expand_neighbors(rowptr: Tensor, col: Tensor, nodes: Tensor) -> tuple[Tensor
     return position, col[slot]
 
 
+def is_coalesced_loop_free(edge_index: Tensor, num_nodes: int) -> bool:
+    """Whether ``edge_index`` is sorted by (source, target) without repeats or self-loops: what
+    dropping self-loops and coalescing would make of it.
+
+    Example:
+        >>> is_coalesced_loop_free(torch.tensor([[0, 1], [1, 0]]), 2), is_coalesced_loop_free(torch.tensor([[1, 0], [0, 1]]), 2)
+        (True, False)
+    """
+    src, dst = edge_index
+    keys = src * num_nodes + dst
+    return not bool((src == dst).any()) and bool((keys[1:] > keys[:-1]).all())
+
+
 def is_clean_undirected(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None) -> bool:
     """Whether ``edge_index`` (with ``edge_weight``) is already what symmetrising, dropping
     self-loops and coalescing would make of it: sorted by (source, target) without repeats or
@@ -52,10 +65,10 @@ def is_clean_undirected(edge_index: Tensor, num_nodes: int, edge_weight: Tensor 
     """
     if edge_index.numel() == 0:
         return True
+    if not is_coalesced_loop_free(edge_index, num_nodes):
+        return False
     src, dst = edge_index
     keys = src * num_nodes + dst
-    if bool((src == dst).any()) or not bool((keys[1:] > keys[:-1]).all()):
-        return False
     reverse = dst * num_nodes + src
     slot = torch.searchsorted(keys, reverse).clamp_max(keys.numel() - 1)
     return bool((keys[slot] == reverse).all()) and (edge_weight is None or bool((edge_weight[slot] == edge_weight).all()))

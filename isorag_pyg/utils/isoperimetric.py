@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from isorag_pyg.knobs import PHI_MODES, PhiSpec, check_beta
-from isorag_pyg.utils.csr import expand_neighbors, rowptr_from_sorted_rows
+from isorag_pyg.utils.csr import expand_neighbors, is_coalesced_loop_free, rowptr_from_sorted_rows
 
 #: Paths of length two expanded at once when enumerating 2-hop shells (bounds peak memory).
 DEFAULT_PATH_BUDGET = 1 << 24
@@ -71,8 +71,7 @@ def scatter_logsumexp(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
 def clean_edge_index(edge_index: Tensor, num_nodes: int) -> Tensor:
     """Drop self-loops and duplicates, sort by source (CSR order). An edge list that is already so
     (a saved index's graph) is returned as it is, without importing PyG."""
-    keys = edge_index[0] * num_nodes + edge_index[1]
-    if not bool((edge_index[0] == edge_index[1]).any()) and bool((keys[1:] > keys[:-1]).all()):
+    if is_coalesced_loop_free(edge_index, num_nodes):
         return edge_index
     from torch_geometric.utils import coalesce, remove_self_loops
 
