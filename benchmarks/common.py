@@ -620,3 +620,23 @@ def poisoning_attacks(questions: list[Question], corpus: list[Passage], targets:
         "stuffing": entity_stuffing(questions, _groups(targets, injected, per_passage), frequent, seed, stuffing_entities),
         "boilerplate": boilerplate(corpus, seed, boilerplate_share),
     }
+
+
+async def timed_retrieve(session: Any, body: dict[str, Any], k: int) -> tuple[float | None, str | None]:
+    """One ``POST /retrieve`` of one question through an aiohttp ``session``: ``(seconds, None)``
+    when it answers with ``k`` passages, else ``(None, why)``: the client error's name, ``HTTP
+    <status>`` or ``wrong answer`` (the load and flood benchmarks' clients count these)."""
+    import asyncio
+
+    import aiohttp
+
+    began = time.perf_counter()
+    try:
+        async with session.post("/retrieve", json=body) as response:
+            answer = await response.json() if response.status == 200 else None
+            status = response.status
+    except (aiohttp.ClientError, asyncio.TimeoutError) as err:
+        return None, type(err).__name__
+    if answer is not None and len(answer) == 1 and len(answer[0]["results"]) == k:
+        return time.perf_counter() - began, None
+    return None, f"HTTP {status}" if status != 200 else "wrong answer"

@@ -48,7 +48,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from benchmarks.common import DATA_DIR, REPO, write_json
+from benchmarks.common import DATA_DIR, REPO, timed_retrieve, write_json
 
 #: The headers a slow-loris socket sends, a byte at a time, never reaching the blank line that ends them.
 SLOW_HEADERS = b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Padding: " + b"a" * 100_000
@@ -127,18 +127,11 @@ async def drive(url: str, questions: list[str], clients: int, requests: int, k: 
             while sent < requests:
                 body = {"questions": [questions[sent % len(questions)]], "k": k}
                 sent += 1
-                began = time.perf_counter()
-                try:
-                    async with session.post("/retrieve", json=body) as response:
-                        answer = await response.json() if response.status == 200 else None
-                        status = response.status
-                except (aiohttp.ClientError, asyncio.TimeoutError) as err:
-                    failures[type(err).__name__] += 1
-                    continue
-                if answer is not None and len(answer) == 1 and len(answer[0]["results"]) == k:
-                    latencies.append(time.perf_counter() - began)
+                seconds, failure = await timed_retrieve(session, body, k)
+                if failure is None:
+                    latencies.append(seconds)
                 else:
-                    failures[f"HTTP {status}" if status != 200 else "wrong answer"] += 1
+                    failures[failure] += 1
 
         await asyncio.gather(*(client() for _ in range(clients)))
         wall = time.perf_counter() - start

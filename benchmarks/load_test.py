@@ -58,7 +58,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from benchmarks.common import REPO, results_name, setup, write_json
+from benchmarks.common import REPO, results_name, setup, timed_retrieve, write_json
 from isorag_pyg.cli.parser import ENCODER_BACKENDS
 from isorag_pyg.server.latency import percentile_ms
 from isorag_pyg.server.memory import freeze_long_lived
@@ -157,18 +157,11 @@ async def drive(url: str, questions: list[str], clients: int, requests: int, sec
             while sent < requests and time.perf_counter() < deadline:
                 body = {"questions": [questions[sent % len(questions)]], "k": k, "retriever": "iso"}
                 sent += 1
-                began = time.perf_counter()
-                try:
-                    async with session.post("/retrieve", json=body) as response:
-                        answer = await response.json() if response.status == 200 else None
-                        status = response.status
-                except (aiohttp.ClientError, asyncio.TimeoutError) as err:
-                    errors[type(err).__name__] += 1
-                    continue
-                if answer is not None and len(answer) == 1 and len(answer[0]["results"]) == k:
-                    latencies.append(time.perf_counter() - began)
+                seconds, failure = await timed_retrieve(session, body, k)
+                if failure is None:
+                    latencies.append(seconds)
                 else:
-                    errors[f"HTTP {status}" if status != 200 else "wrong answer"] += 1
+                    errors[failure] += 1
 
         await asyncio.gather(*(client() for _ in range(clients)))
         wall = time.perf_counter() - start
