@@ -14,8 +14,7 @@ from isorag_pyg.datasets.download import download_hipporag_files
 from isorag_pyg.encoders import TextEncoder, default_cache_dir
 from isorag_pyg.encoders.spec import build_encoder
 from isorag_pyg.knobs import PhiSpec
-from isorag_pyg.qa.generators import READERS, Generator
-from isorag_pyg.qa.models import packaged_gemma
+from isorag_pyg.qa.reader_spec import ReaderSpec
 from isorag_pyg.training.config import FThetaConfig
 from isorag_pyg.utils.device import device_of
 
@@ -145,16 +144,12 @@ def retriever_knobs(rcfg: DictConfig) -> tuple[str, str, dict[str, Any]]:
     return rcfg.name, rcfg.kind, knobs
 
 
-def generator(cfg: DictConfig, out_dir: Path) -> Generator:
-    """The generator that ``cfg`` (a ``qa`` config) names; the one place that reads it.
+def reader_spec(cfg: DictConfig, out_dir: Path) -> ReaderSpec:
+    """The reader that ``cfg`` (a ``qa`` config) names, the one place that reads it: its values as
+    :meth:`ReaderSpec.from_config` takes them (a ``???`` left unset is an error naming it), an
+    ``openai`` reader's answers cached in ``qa.cache_path`` (null: ``<out_dir>/qa_answers.jsonl``).
     ``qa.model_path: null`` (transformers) is the packaged Gemma 3 270M GGUF."""
-    stop = list(cfg.stop) if cfg.get("stop") else None
-    reader = READERS[cfg.kind]  # an unknown kind is an error naming the known ones
-    if cfg.kind == "openai":
-        cache = cfg.get("cache_path") or out_dir / "qa_answers.jsonl"
-        return reader(cfg.base_url, cfg.model, cfg.api_key_env, cfg.concurrency, cfg.max_retries, cfg.timeout,
-                      cfg.backoff, cfg.temperature, cfg.max_tokens, cache, stop)
-    if cfg.kind == "transformers":
-        model_path = cfg.get("model_path") or packaged_gemma()
-        return reader(model_path, cfg.max_tokens, cfg.get("device"), cfg.get("batch_size", 8), stop)
-    return reader(**{key: value for key, value in plain(cfg).items() if key not in ("kind", "template", "top_k")})  # a plugin's reader
+    values = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    if values.get("kind") == "openai" and not values.get("cache_path"):
+        values["cache_path"] = out_dir / "qa_answers.jsonl"
+    return ReaderSpec.from_config(values)

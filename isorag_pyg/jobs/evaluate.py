@@ -20,7 +20,6 @@ from isorag_pyg.index.registry import REGISTRY, resolve_knobs
 from isorag_pyg.index.results import nodes_by_row
 from isorag_pyg.jobs import config as conf
 from isorag_pyg.jobs.indexing import dataset_index, process_rank
-from isorag_pyg.qa.prompt import PromptTemplate
 from isorag_pyg.qa.runner import answer_questions
 from isorag_pyg.retrieval.trace_plot import plot_case_study
 from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever
@@ -120,11 +119,11 @@ def question_position(questions: list, wanted: Any) -> int:
 
 
 def answer_with_llm(cfg: DictConfig, inputs: EvaluationInputs, result: RetrievalResult, out_dir: Path) -> dict[str, Any]:
-    """Ask ``cfg.qa``'s generator each question with its top ``qa.top_k`` passages; EM/F1/prompt tokens."""
-    generator = conf.generator(cfg.qa, out_dir)
-    template = PromptTemplate(**conf.plain(cfg.qa.template))
+    """Ask ``cfg.qa``'s reader each question with its top ``qa.top_k`` passages, in the reader's
+    prompt template; EM/F1/prompt tokens."""
     passages = [[inputs.index.passages[i] for i in row[: cfg.qa.top_k]] for row in result.indices.tolist()]
-    metrics, rows = answer_questions(generator, template, inputs.dataset.questions, passages)
+    with conf.reader_spec(cfg.qa, out_dir).make() as reader:
+        metrics, rows = answer_questions(reader.generator, reader.template, inputs.dataset.questions, passages)
     with (out_dir / "qa_predictions.jsonl").open("w") as handle:
         handle.writelines(json.dumps(row) + "\n" for row in rows)
     return metrics
