@@ -6,7 +6,8 @@ personalized PageRank on the (filtered) local graphs, per-question min-max and t
     \qquad \pi = \mathrm{PPR}_\alpha\big(r\big),\quad r = \mathrm{softmax}(\tau\, s_{\mathrm{seeds}}),
 
 (on an entity graph with query-matched entity seeds, ``r`` gives those seeds the share
-``entity_seeds`` by inverse degree and the passage seeds the rest of it, and unless
+``entity_seeds`` by inverse degree and the passage seeds the rest of it, each such seed passes its
+mass to the passages that mention it in proportion to ``exp(entity_focus * s)``, and unless
 ``reenter_entity_seeds`` the walk leaves out the edges into those seeds),
 used by :class:`~isorag_pyg.retrieval.ISORetriever` and PyG's subgraph filter alike; and the
 helpers around it: dense scoring in query chunks (never an N x N matrix), per-segment and per-row
@@ -95,6 +96,40 @@ def _without_edges_into(nodes: Tensor, edge_index: Tensor, edge_weight: Tensor |
     return edge_index[:, keep], None if edge_weight is None else edge_weight[keep]
 
 
+def focus_edges_from(sources: Tensor, edge_index: Tensor, edge_weight: Tensor | None, dense: Tensor, ranked: Tensor,
+                     focus: float) -> Tensor:
+    """Edge weights under which each node of ``sources`` splits the weight of its edges into
+    passages (``ranked`` nodes) in proportion to ``exp(focus * dense)`` of their targets, its
+    total to passages unchanged; every other edge keeps its weight (``edge_weight``, default 1).
+
+    An entity the question names is mentioned by its own passage and by any passage that merely
+    names it (a list, a citation, an injected passage naming the entities of many questions): its
+    mass goes mostly to those that read like the question.
+
+    Example:
+        >>> ei = torch.tensor([[0, 0, 0], [1, 2, 3]])  # entity 0 -> passages 1, 2 and entity 3
+        >>> w = focus_edges_from(torch.tensor([0]), ei, None, torch.tensor([0.0, 0.6, 0.4, 0.0]),
+        ...                      torch.tensor([False, True, True, False]), focus=10.0)
+        >>> [round(x, 3) for x in w.tolist()]
+        [1.762, 0.238, 1.0]
+    """
+    weight = torch.ones(edge_index.size(1), device=dense.device) if edge_weight is None else edge_weight.float()
+    is_source = torch.zeros(dense.numel(), dtype=torch.bool, device=dense.device)
+    is_source[sources] = True
+    src, dst = edge_index
+    chosen = (is_source[src] & ranked[dst]).nonzero().squeeze(1)
+    if not chosen.numel():
+        return weight
+    s, v, w = src[chosen], dense[dst[chosen]].double(), weight[chosen].double()
+    top = torch.full_like(dense, float("-inf"), dtype=torch.float64).scatter_reduce_(0, s, v, "amax")
+    raised = w * torch.exp(focus * (v - top[s]))
+    total = torch.zeros_like(top).index_add_(0, s, w)
+    raised_total = torch.zeros_like(top).index_add_(0, s, raised)
+    weight = weight.clone()
+    weight[chosen] = (raised * total[s] / raised_total[s]).to(weight.dtype)
+    return weight
+
+
 @dataclass
 class LocalScores:
     """Every local node's PPR mass and fused score, and the PPR iterations run."""
@@ -131,6 +166,8 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
     if entity_pos is not None and entity_pos.numel() and knobs.entity_seeds > 0:
         if not knobs.reenter_entity_seeds and ranked is not None:  # into entity nodes only (without ``ranked`` every node is a passage)
             edge_index, edge_weight = _without_edges_into(entity_pos[~ranked[entity_pos]], edge_index, edge_weight, dense.numel())
+        if knobs.entity_focus > 0 and ranked is not None:
+            edge_weight = focus_edges_from(entity_pos[~ranked[entity_pos]], edge_index, edge_weight, dense, ranked, knobs.entity_focus)
         question = batch[entity_pos]
         total = torch.zeros(seed_scores.size(0), device=dense.device).index_add_(0, question, entity_weight.float())
         share = torch.where(total > 0, knobs.entity_seeds, 0.0)

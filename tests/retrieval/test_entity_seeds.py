@@ -75,6 +75,47 @@ def test_the_walk_does_not_step_back_into_an_entity_seed_unless_told_to():
              for e in (entity, torch.empty(0, dtype=torch.long))]
     assert torch.allclose(batched[:5], alone[0]) and torch.allclose(batched[5:], alone[1])
 
+def test_an_entity_seed_sends_its_mass_to_the_passages_that_read_like_the_question():
+    # passage 0 is the seed; entity 2, named by the question, is mentioned by passage 1 (its own article, close
+    # to the question) and by passage 3 (a list naming it among others, far from the question); entity 4 links 3 to 5
+    edge_index = torch.tensor([[2, 1, 2, 3, 3, 4, 4, 5], [1, 2, 3, 2, 4, 3, 5, 4]])
+    seeds, scores = torch.tensor([[0]]), torch.tensor([[1.0]])
+    dense = torch.tensor([0.9, 0.7, 0.0, 0.2, 0.0, 0.1])
+    batch, ptr, entity = torch.zeros(6, dtype=torch.long), torch.tensor([0, 6]), torch.tensor([2])
+    passages = torch.tensor([True, True, False, True, False, True])
+
+    def pi(focus: float, weight: torch.Tensor | None = None) -> torch.Tensor:
+        return score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=focus), weight,
+                                  passages, entity, torch.ones(1)).pi
+    even, focused = pi(0.0), pi(20.0)
+    assert even[3] > even[1]  # evenly: the list, linked on through entity 4, outranks the article
+    assert focused[1] > 5 * focused[3] and focused[1] > even[1] and focused[3] < even[3]
+    assert torch.isclose(focused.sum(), even.sum())  # the mass moves between the entity's passages; none is lost
+    flat = torch.zeros(6)
+    assert torch.allclose(score_local_graphs(edge_index, seeds, scores, flat, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=20.0),
+                                             None, passages, entity, torch.ones(1)).pi,
+                          score_local_graphs(edge_index, seeds, scores, flat, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=0.0),
+                                             None, passages, entity, torch.ones(1)).pi)  # equal cosines: evenly
+    weight = torch.tensor([3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # the article's mention weighs 3: focus multiplies it
+    assert pi(20.0, weight)[1] > focused[1] and pi(0.0, weight)[1] > even[1]
+    with pytest.raises(ValueError, match="entity_focus"):
+        ISOKnobs(entity_focus=-1.0)
+
+
+def test_entity_focus_changes_only_edges_from_the_seeds_into_passages():
+    from isorag_pyg.retrieval.scoring import focus_edges_from
+
+    # entity 0 (the seed) -> passages 1, 2 and entity 3; entity 3 -> passages 1, 2 (not a seed)
+    edge_index = torch.tensor([[0, 0, 0, 3, 3], [1, 2, 3, 1, 2]])
+    dense, ranked = torch.tensor([0.0, 0.5, 0.1, 0.0]), torch.tensor([False, True, True, False])
+    weight = torch.tensor([2.0, 1.0, 4.0, 1.0, 1.0])
+    focused = focus_edges_from(torch.tensor([0]), edge_index, weight, dense, ranked, 10.0)
+    assert torch.allclose(focused[2:], weight[2:])  # into an entity, and out of a node that is not a seed
+    assert torch.isclose(focused[:2].sum(), weight[:2].sum()) and focused[0] / focused[1] > weight[0] / weight[1]
+    assert torch.allclose(focus_edges_from(torch.tensor([0]), edge_index, weight, dense, ranked, 0.0), weight)
+    assert torch.equal(focus_edges_from(torch.empty(0, dtype=torch.long), edge_index, None, dense, ranked, 10.0), torch.ones(5))
+
+
 @pytest.fixture(scope="module")
 def index() -> ISORAGIndex:
     return entity_index()
