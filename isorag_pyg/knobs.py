@@ -170,8 +170,8 @@ class ISOKnobs(Knobs):
     entity_focus: float = 20.0
 
     def __post_init__(self) -> None:
-        if self.entity_focus < 0:
-            raise ValueError(f"entity_focus must be >= 0, got {self.entity_focus}")
+        if not 0.0 <= self.entity_focus < math.inf:
+            raise ValueError(f"entity_focus must be a finite number >= 0, got {self.entity_focus}")
         if not 0.0 <= self.entity_seeds < 1.0:
             raise ValueError(f"entity_seeds must lie in [0, 1), got {self.entity_seeds}")
         if not 0.0 <= self.bridge_share < 1.0:

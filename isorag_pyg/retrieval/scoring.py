@@ -164,10 +164,12 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
     teleport = torch.zeros(dense.numel(), device=dense.device)
     passage_mass = teleport_weights(seed_scores, knobs.tau)
     if entity_pos is not None and entity_pos.numel() and knobs.entity_seeds > 0:
-        if not knobs.reenter_entity_seeds and ranked is not None:  # into entity nodes only (without ``ranked`` every node is a passage)
-            edge_index, edge_weight = _without_edges_into(entity_pos[~ranked[entity_pos]], edge_index, edge_weight, dense.numel())
-        if knobs.entity_focus > 0 and ranked is not None:
-            edge_weight = focus_edges_from(entity_pos[~ranked[entity_pos]], edge_index, edge_weight, dense, ranked, knobs.entity_focus)
+        if ranked is not None:  # the entity nodes among the seeds (without ``ranked`` every node is a passage)
+            named = entity_pos[~ranked[entity_pos]]
+            if not knobs.reenter_entity_seeds:
+                edge_index, edge_weight = _without_edges_into(named, edge_index, edge_weight, dense.numel())
+            if knobs.entity_focus > 0:
+                edge_weight = focus_edges_from(named, edge_index, edge_weight, dense, ranked, knobs.entity_focus)
         question = batch[entity_pos]
         total = torch.zeros(seed_scores.size(0), device=dense.device).index_add_(0, question, entity_weight.float())
         share = torch.where(total > 0, knobs.entity_seeds, 0.0)

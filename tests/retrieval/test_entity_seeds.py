@@ -98,8 +98,9 @@ def test_an_entity_seed_sends_its_mass_to_the_passages_that_read_like_the_questi
                                              None, passages, entity, torch.ones(1)).pi)  # equal cosines: evenly
     weight = torch.tensor([3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # the article's mention weighs 3: focus multiplies it
     assert pi(20.0, weight)[1] > focused[1] and pi(0.0, weight)[1] > even[1]
-    with pytest.raises(ValueError, match="entity_focus"):
-        ISOKnobs(entity_focus=-1.0)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="entity_focus"):
+            ISOKnobs(entity_focus=bad)
 
 
 def test_entity_focus_changes_only_edges_from_the_seeds_into_passages():
