@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
 #: The builders' output format: raised whenever a builder's edges change for the same arguments
 #: and corpus (cached indexes key on it, so that none built by older builder code is reused).
-BUILDERS_VERSION = 2
+BUILDERS_VERSION = 3
 BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "entity_graph", "adjacent",
                  "noise")
 
@@ -56,6 +56,23 @@ def clean_undirected_edge_count(edges: Mapping[str, BuilderEdges], num_nodes: in
         return 0
     ei, _ = remove_self_loops(to_undirected(torch.cat(parts, dim=1), num_nodes=num_nodes))
     return ei.size(1) // 2
+
+
+def entity_texts(corpus: Sequence[Passage], titles: bool = True) -> list[str]:
+    """What the entity graph's extractor reads of each passage: its text, after its title when
+    ``titles`` (a passage names its own subject in its title, often only there: without it, a
+    question naming that subject would match only the other passages that mention it).
+
+        >>> entity_texts([Passage("0", "Clement Gibson", "He was a rugby player."), Passage("1", "", "No title.")])
+        ['Clement Gibson. He was a rugby player.', 'No title.']
+        >>> entity_texts([Passage("0", "Is it?", "Yes.")])
+        ['Is it? Yes.']
+    """
+    if not isinstance(titles, bool):
+        raise TypeError(f"the entity_graph builder's titles must be true or false, got {titles!r}")
+    if not titles:
+        return [p.text for p in corpus]
+    return [f"{title}{'' if title[-1] in '.!?' else '.'} {p.text}" if (title := p.title.strip()) else p.text for p in corpus]
 
 
 class EmptyGraphError(ValueError):
@@ -95,7 +112,7 @@ def run_builders(
         elif name == "entity_comention":
             edges[name] = builders.entity_comention(corpus, **kwargs)
         elif name == "entity_graph":
-            graph = entity_graph([p.text for p in corpus], **kwargs)
+            graph = entity_graph(entity_texts(corpus, kwargs.pop("titles", True)), **kwargs)
             edges[name], edges.entity_names, edges.unique_mentions = (graph.edge_index, graph.edge_weight), graph.names, graph.unique_mentions
             edges.records[name] = graph.record
         elif name == "adjacent":

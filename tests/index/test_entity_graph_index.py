@@ -128,3 +128,34 @@ def test_updates_of_an_entity_graph_equal_a_rebuild(tmp_path):
     for name in ("iso", "ppr", "dense"):
         assert [[h.id for h in hits] for hits in index.retrieve(questions, k=3, retriever=name)] == \
                [[h.id for h in hits] for hits in rebuilt.retrieve(questions, k=3, retriever=name)], name
+
+#: Articles whose subject is named in their title only, and a passage that names two of them.
+TITLED = [Passage("gibson", "Clement Gibson", "He was an English rugby union player, born in 1890 in Leeds."),
+          Passage("leeds", "Leeds", "Leeds is a city in Yorkshire, England, on the River Aire."),
+          Passage("aire", "River Aire", "The River Aire flows through Leeds and Yorkshire."),
+          Passage("quen", "Dara Quen", "She was a film director born in Kostrov in 1950."),
+          Passage("kostrov", "Kostrov", "Kostrov is a city in Aldania, known for its silver market."),
+          Passage("guild", "Northwind Guild", "Clement Gibson and Dara Quen were both members of the Northwind Guild, which met in Kostrov.")]
+
+
+def test_a_title_counts_as_a_mention_so_a_passage_naming_the_subject_is_not_its_only_mention(tmp_path):
+    question = "Where was Clement Gibson born?"
+    untitled = ISORAGIndex.build(TITLED, graph={"entity_graph": {"titles": False}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    # the article names "Clement Gibson" in its title only: read as text, the guild passage is the name's one mention
+    assert untitled.graph.unique_mentions["clementgibson"] == 5 and untitled.explain(question, k=3)["entity_seeds"] == ["guild"]
+    assert untitled.retrieve([question], k=1, retriever="iso")[0][0].id == "guild"
+    titled = ISORAGIndex.build(TITLED, graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)  # titles: the default
+    node = len(TITLED) + titled.graph.entity_names.index("clement gibson")
+    assert sorted(titled.graph.edge_index[0][titled.graph.edge_index[1] == node].tolist()) == [0, 5]  # the article and the guild
+    assert "clementgibson" not in titled.graph.unique_mentions and titled.explain(question, k=3)["entity_seeds"] == ["entity:clement gibson"]
+    assert [h.id for h in titled.retrieve([question], k=3, retriever="iso")[0]][:1] == ["gibson"]
+    assert "guild" not in [h.id for h in titled.retrieve([question], k=3, retriever="iso")[0]]
+    # adding the guild passage later gives the graph a rebuild gives, saved and loaded
+    index = ISORAGIndex.load(ISORAGIndex.build(TITLED[:5], graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0),
+                                               progress=False).save(tmp_path / "titled"))
+    index.add(TITLED[5:])
+    assert index.graph.entity_names == titled.graph.entity_names and index.graph.unique_mentions == titled.graph.unique_mentions
+    for key in ("edge_index", "edge_weight", "edge_source"):
+        assert torch.equal(getattr(index.graph, key), getattr(titled.graph, key)), key
+    with pytest.raises(TypeError, match="titles must be true or false"):
+        ISORAGIndex.build(TITLED, graph={"entity_graph": {"titles": "yes"}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
