@@ -28,6 +28,10 @@ class ReaderTimeout(GeneratorError):
     """The generator did not answer within its timeout."""
 
 
+class ReaderDied(GeneratorError):
+    """The generator's process (one the reader started) is gone."""
+
+
 class Generator(Protocol):
     token_counter: str
 
@@ -45,7 +49,9 @@ class OpenAIChatGenerator:
     resumed, interrupted run) sends only the requests that have no answer yet.
 
     Prompt tokens are the server's own count (``usage.prompt_tokens``). ``stop`` strings end
-    the generation (sent to the server, and applied again to its text).
+    the generation (sent to the server, and applied again to its text). ``diagnose``: for a
+    server this process started, says why it is gone (``None`` while it runs); a request that
+    fails without an HTTP answer asks it, and fails at once with that reason (:class:`ReaderDied`).
     """
 
     token_counter = "server usage.prompt_tokens (the generator's tokenizer)"
@@ -63,6 +69,7 @@ class OpenAIChatGenerator:
         max_tokens: int = 64,
         cache_path: str | Path | None = None,
         stop: list[str] | None = None,
+        diagnose: Callable[[], str | None] | None = None,
     ):
         import openai
 
@@ -75,6 +82,7 @@ class OpenAIChatGenerator:
             self.params["stop"] = list(stop)
         self.cache = AnswerCache(cache_path)
         self.calls = 0
+        self.diagnose = diagnose
 
     def _retryable(self, err: Exception) -> bool:
         o = self._openai
@@ -84,8 +92,18 @@ class OpenAIChatGenerator:
             return err.status_code == 429 or err.status_code >= 500
         return isinstance(err, (ValueError, KeyError, AttributeError, IndexError, TypeError))  # malformed body
 
+    def _death(self, err: Exception) -> str | None:
+        """Why the server is gone, when ``err`` came without an HTTP answer and ``diagnose`` knows
+        (it waits a moment for a dying process to end)."""
+        if self.diagnose is None or isinstance(err, (self._openai.APITimeoutError, self._openai.APIStatusError)):
+            return None
+        return self.diagnose()
+
     def _failure(self, err: Exception, attempts: int) -> GeneratorError:
-        """The error a failed request raises: :class:`ReaderTimeout` for a timeout, else :class:`GeneratorError`, one line."""
+        """The error a failed request raises: :class:`ReaderDied` when the server this process
+        started is gone, :class:`ReaderTimeout` for a timeout, else :class:`GeneratorError`, one line."""
+        if (reason := self._death(err)) is not None:
+            return ReaderDied(f"the reader died: {reason}")
         if isinstance(err, self._openai.APITimeoutError):
             return ReaderTimeout(f"the generator at {self.base_url} did not answer within {self.client.timeout} s")
         if isinstance(err, self._openai.APIConnectionError):
@@ -120,7 +138,7 @@ class OpenAIChatGenerator:
                 self.cache.put(record)
                 return record
             except Exception as err:
-                if not self._retryable(err) or attempt == self.max_retries:
+                if not self._retryable(err) or attempt == self.max_retries or self._death(err) is not None:
                     raise self._failure(err, attempt + 1) from err
                 delay = self.backoff * 2**attempt * (0.5 + random.random() / 2)
                 log.info("retrying after %s (attempt %d/%d, %.2fs)", type(err).__name__, attempt + 1, self.max_retries, delay)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -94,6 +95,33 @@ def parse_timings(log: str) -> list[Timing]:
     return [Timing(int(pn), float(pms), int(gn), float(gms)) for (pms, pn), (gms, gn) in zip(prompts, evals)]
 
 
+def exit_words(code: int) -> str:
+    """A process's exit status in words: ``exited with code N``, or ``was killed by SIGNAME``
+    (a negative ``Popen.returncode``), with what ``SIGILL`` means here.
+
+        >>> exit_words(1)
+        'exited with code 1'
+        >>> exit_words(-9)
+        'was killed by SIGKILL (out of memory, or killed by hand)'
+    """
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"was killed by {name}{SIGNAL_CAUSES.get(name, '')}"
+
+
+#: What a signal that kills llama.cpp's server usually means, in the words :func:`exit_words` adds.
+SIGNAL_CAUSES = {
+    "SIGILL": (" (an illegal instruction: llama-cpp-python was built for CPU features this machine reports but cannot run, "
+               "such as AMX on some virtual machines; rebuild it without them: docs/index.md, 'Answers')"),
+    "SIGKILL": " (out of memory, or killed by hand)",
+    "SIGSEGV": " (a crash in llama.cpp)",
+}
+
+
 class LlamaServer:
     """Starts ``python -m llama_cpp.server`` on a free port of 127.0.0.1 and waits until it
     answers ``/v1/models``; :meth:`stop` (or leaving the ``with`` block) ends it. ``settings``:
@@ -147,6 +175,20 @@ class LlamaServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def exit_reason(self, wait: float = 0.0) -> str | None:
+        """Why the server's process is gone, in words (``None`` while it runs, after waiting up to
+        ``wait`` s for it to end, or before it started): its exit code, or the signal that killed
+        it (``SIGILL`` with the likely cause)."""
+        if self.process is None:
+            return None
+        try:
+            code = self.process.wait(timeout=wait) if wait > 0 else self.process.poll()
+        except subprocess.TimeoutExpired:
+            return None
+        if code is None:
+            return None
+        return f"the llama.cpp server (pid {self.process.pid}) {exit_words(code)}; its log: {self.log_path}"
 
     def timings(self) -> list[Timing]:
         """llama.cpp's :class:`Timing` of every completion this server has answered, in order."""

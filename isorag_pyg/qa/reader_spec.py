@@ -12,6 +12,7 @@ entry-point group), made from the spec's ``options``.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -24,6 +25,8 @@ from isorag_pyg import defaults
 from isorag_pyg.qa.generators import READERS, GeneratorError, OpenAIChatGenerator, TransformersGenerator
 from isorag_pyg.qa.prompt import History, PromptTemplate, Request, packaged_template
 
+log = logging.getLogger(__name__)
+
 #: The built-in kinds; a plugin's reader (a name in READERS) is a kind too.
 KINDS = ("gguf", "openai", "transformers", "none")
 #: Keys of a hydra ``qa`` config that are the evaluation's, not the reader's.
@@ -32,6 +35,9 @@ NOT_READER = ("top_k",)
 PACKAGED = {"template": "fewshot", "max_tokens": 16, "stop": ("\n",)}
 #: Any other reader's (an instruction-tuned chat model).
 CHAT = {"template": "default", "max_tokens": 64, "stop": ()}
+#: Seconds a failed request to the packaged server waits for its process to end, to tell a dead
+#: server (:class:`~isorag_pyg.qa.generators.ReaderDied`, with its exit code or signal) from a slow one.
+DEATH_WAIT = 1.0
 #: An OpenAI-compatible client's requests at once and retries per request where the spec leaves them
 #: (``None``): a remote endpoint is asked 4 at a time, once (``isorag ask`` fails fast); the packaged
 #: server one at a time with 2 retries, as the benchmark harness asks it.
@@ -170,6 +176,9 @@ class Reader:
     def generator(self) -> Any:
         """The generator (made, and for ``gguf`` its server started, on first use)."""
         with self._lock:
+            if self._server is not None and (reason := self._server.exit_reason()) is not None:
+                log.warning("%s; starting it again", reason)
+                self._generator = self._server = None
             if self._generator is None:
                 self._generator = self._make_generator()
             return self._generator
@@ -190,7 +199,8 @@ class Reader:
         settings = ReaderSettings(threads=spec.threads) if spec.threads else ReaderSettings()
         self._server = LlamaServer(model_path, alias="gemma-3-270m", n_ctx=spec.context_tokens, settings=settings).start()
         # as the benchmark harness asks it (REQUESTS["gguf"]): one request at a time, greedy, its stop and max_tokens
-        return OpenAIChatGenerator(self._server.base_url, self._server.model, **self._client_settings())
+        return OpenAIChatGenerator(self._server.base_url, self._server.model, **self._client_settings(),
+                                   diagnose=lambda server=self._server: server.exit_reason(wait=DEATH_WAIT))
 
     def _client_settings(self) -> dict[str, Any]:
         """An OpenAI-compatible client's keyword arguments: the spec's, :data:`REQUESTS` where it leaves them."""
