@@ -116,7 +116,8 @@ def exit_words(code: int) -> str:
 #: What a signal that kills llama.cpp's server usually means, in the words :func:`exit_words` adds.
 SIGNAL_CAUSES = {
     "SIGILL": (" (an illegal instruction: llama-cpp-python was built for CPU features this machine reports but cannot run, "
-               "such as AMX on some virtual machines; rebuild it without them: docs/index.md, 'Answers')"),
+               "such as AMX on some virtual machines; rebuild it without them: CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON "
+               "-DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF' pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python)"),
     "SIGKILL": " (out of memory, or killed by hand)",
     "SIGSEGV": " (a crash in llama.cpp)",
 }
