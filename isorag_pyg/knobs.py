@@ -12,7 +12,11 @@ the probability of **restarting**, i.e. ``1 - alpha`` here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import numbers
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +37,41 @@ def check_alpha(alpha: float) -> None:
         raise ValueError(f"alpha must lie in [0, 1), got {alpha}")
 
 
+def _type_ok(value: Any, kind: Any) -> bool:
+    """Whether ``value`` is of a knob's declared type: ``float`` takes any real number, ``int``
+    a whole one, neither a ``bool``; ``X | None`` takes ``None`` too."""
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        return any(_type_ok(value, k) for k in typing.get_args(kind))
+    if kind is type(None):
+        return value is None
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind in (int, float):
+        return isinstance(value, numbers.Integral if kind is int else numbers.Real) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 class Knobs:
-    """Shared behaviour of the knob dataclasses: a validated copy with changes, plain dicts."""
+    """Shared behaviour of the knob dataclasses: type checks (a knob of the wrong type is a
+    ``TypeError`` that names it), then each class's own :meth:`validate`; a validated copy with
+    changes; plain dicts."""
+
+    def __post_init__(self) -> None:
+        types_ = _field_types(type(self))
+        for f in dataclasses.fields(self):
+            value, kind = getattr(self, f.name), types_[f.name]
+            if not _type_ok(value, kind):
+                shown = getattr(kind, "__name__", None) or str(kind)
+                raise TypeError(f"{type(self).__name__}.{f.name} must be {shown}, got {value!r} ({type(value).__name__})")
+        self.validate()
+
+    def validate(self) -> None:
+        """Range checks beyond the types (none by default)."""
 
     def replace(self, **changes: Any) -> Any:
         """A copy with some fields changed (validated again); ``ValueError`` names unknown ones."""
@@ -73,7 +110,7 @@ class PhiSpec(Knobs):
     shell_floor: float = 8.0
     curvature: float = 1.0
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         if not (math.isfinite(self.p) and self.p >= 0):
             raise ValueError(f"the volume exponent p must be finite and >= 0, got {self.p}")
         if not self.eps > 0:
@@ -169,7 +206,7 @@ class ISOKnobs(Knobs):
     bridge_share: float = 0.01
     entity_focus: float = 20.0
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         if not 0.0 <= self.entity_focus < math.inf:
             raise ValueError(f"entity_focus must be a finite number >= 0, got {self.entity_focus}")
         if not 0.0 <= self.entity_seeds < 1.0:
@@ -209,7 +246,7 @@ class PPRKnobs(Knobs):
     query_chunk: int | None = None
     edge_weights: bool = False
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         if self.num_seeds < 1:
             raise ValueError(f"num_seeds must be >= 1, got {self.num_seeds}")
         check_alpha(self.alpha)
@@ -239,7 +276,7 @@ class HippoRAGKnobs(Knobs):
     max_iter: int = 50
     query_chunk: int | None = None
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         check_alpha(self.alpha)
         if not self.passage_node_weight >= 0:
             raise ValueError(f"passage_node_weight must be >= 0, got {self.passage_node_weight}")

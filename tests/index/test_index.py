@@ -5,6 +5,7 @@ import json
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -91,6 +92,12 @@ def test_retrieve_returns_passages_best_first(index):
         index.retrieve(["q"], retriever="nope")
     with pytest.raises(ValueError, match="unknown knob"):
         index.retrieve(["q"], bogus=1)
+    for knob, value in (("beta", "0.3"), ("hops", 1.5), ("edge_weights", 1), ("alpha", None), ("tau", [10.0])):
+        with pytest.raises(TypeError, match=rf"ISOKnobs\.{knob} must be (float|int|bool), got"):
+            index.retrieve(["q"], **{knob: value})
+    assert index.retrieve(["q"], k=2, hops=np.int64(1), beta=np.float32(0.25))  # numpy numbers are numbers
+    with pytest.raises(TypeError, match=r"PPRKnobs\.tau must be float, got '10'"):
+        index.set_knobs("ppr", {"tau": "10"})
 
 
 def test_stored_knobs_apply_and_are_saved(index, tmp_path):
