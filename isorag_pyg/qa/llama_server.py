@@ -8,6 +8,7 @@ the wheel cache). The server's output goes to ``log_path`` (default: a temporary
 """
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import signal
@@ -97,7 +98,7 @@ def parse_timings(log: str) -> list[Timing]:
 
 def exit_words(code: int) -> str:
     """A process's exit status in words: ``exited with code N``, or ``was killed by SIGNAME``
-    (a negative ``Popen.returncode``), with what ``SIGILL`` means here.
+    (a negative ``Popen.returncode``) with what the signal usually means here (:func:`signal_cause`).
 
         >>> exit_words(1)
         'exited with code 1'
@@ -110,17 +111,23 @@ def exit_words(code: int) -> str:
         name = signal.Signals(-code).name
     except ValueError:
         name = f"signal {-code}"
-    return f"was killed by {name}{SIGNAL_CAUSES.get(name, '')}"
+    return f"was killed by {name}{signal_cause(name)}"
 
 
-#: What a signal that kills llama.cpp's server usually means, in the words :func:`exit_words` adds.
-SIGNAL_CAUSES = {
-    "SIGILL": (" (an illegal instruction: llama-cpp-python was built for CPU features this machine reports but cannot run, "
-               "such as AMX on some virtual machines; rebuild it without them: CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON "
-               "-DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF' pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python)"),
-    "SIGKILL": " (out of memory, or killed by hand)",
-    "SIGSEGV": " (a crash in llama.cpp)",
-}
+def signal_cause(name: str) -> str:
+    """What signal ``name`` usually means when it kills llama.cpp's server, in words (empty when
+    nothing is known); for ``SIGILL``, the command that rebuilds the installed llama-cpp-python
+    without the CPU features a virtual machine reports but cannot run."""
+    if name == "SIGILL":
+        try:
+            pin = "==" + importlib.metadata.version("llama-cpp-python")
+        except importlib.metadata.PackageNotFoundError:
+            pin = ""
+        return (" (an illegal instruction: llama-cpp-python was built for CPU features this machine reports but cannot run, "
+                "such as AMX on some virtual machines; rebuild it without them: CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON "
+                "-DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF' pip install --no-cache-dir --force-reinstall "
+                f"--no-deps llama-cpp-python{pin})")
+    return {"SIGKILL": " (out of memory, or killed by hand)", "SIGSEGV": " (a crash in llama.cpp)"}.get(name, "")
 
 
 class LlamaServer:
