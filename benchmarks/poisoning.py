@@ -68,11 +68,13 @@ from isorag_pyg.retrieval import Queries
 from isorag_pyg.utils.bridging import bridge_mask
 
 #: Compared side by side: label -> (retriever name, knobs over the index's stored ones). ``iso``
-#: leaves its strongest bridges out of the walk (``bridge_share``); ``iso_no_bridges`` is ISO-RAG
-#: without that, as it was before the defense; the φ ablations ablate the bridging scores too.
+#: leaves its strongest bridges out of the walk (``bridge_share``) and walks one-way mentions
+#: backwards at a lower weight (``backlink_weight``); ``iso_no_bridges`` and ``iso_full_backlinks``
+#: are ISO-RAG without the one or the other; the φ ablations ablate the bridging scores too.
 RETRIEVERS: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}), "bm25": ("bm25", {}), "ppr": ("ppr", {}), "hipporag": ("hipporag", {}),
-    "iso": ("iso", {}), "iso_no_bridges": ("iso", {"bridge_share": 0.0}), "iso_uniform": ("iso_uniform", {}),
+    "iso": ("iso", {}), "iso_no_bridges": ("iso", {"bridge_share": 0.0}), "iso_full_backlinks": ("iso", {"backlink_weight": 1.0}),
+    "iso_uniform": ("iso_uniform", {}),
     "iso_shuffled": ("iso_shuffled", {}),
 }
 K = 5
@@ -286,6 +288,8 @@ def main() -> None:
     parser.add_argument("--no-check-add", dest="check_add", action="store_false", help="skip the index.add = rebuild check")
     parser.add_argument("--bridge-shares", nargs="*", type=float, default=[],
                         help="also run ISO-RAG with these bridge_share values (iso@SHARE; the choice of the default, on train)")
+    parser.add_argument("--backlink-weights", nargs="*", type=float, default=[],
+                        help="also run ISO-RAG with these backlink_weight values (iso@backlinkW; the choice of the default, on train)")
     parser.add_argument("--reader", action="store_true", help="answer injection on the dev cuts: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
     parser.add_argument("--reader-questions", type=int, default=100, help="questions read per cut, the targets first")
     parser.add_argument("--threads", type=int, default=ReaderSettings().threads,
@@ -295,7 +299,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("bm25s").setLevel(logging.WARNING)
-    names = {**RETRIEVERS, **{f"iso@{share:g}": ("iso", {"bridge_share": share}) for share in args.bridge_shares}}
+    names = {**RETRIEVERS, **{f"iso@{share:g}": ("iso", {"bridge_share": share}) for share in args.bridge_shares},
+             **{f"iso@backlink{weight:g}": ("iso", {"backlink_weight": weight}) for weight in args.backlink_weights}}
     encoder = MemoEncoder()
     entries = []
     with ExitStack() as stack:

@@ -134,9 +134,8 @@ PHI_OVERRIDES = ("p", "eps", "shell_floor")
 class ISOKnobs(Knobs):
     """ISO-RAG's retrieval knobs (:class:`~isorag_pyg.retrieval.ISORetriever`).
 
-    The defaults were chosen on training questions only, across clean and noisy graphs (how: the
-    project's benchmark docs, the noise benchmark). ``alpha`` (0.85) differs from global PPR's (0.5, :class:`PPRKnobs`): each was tuned for its
-    own retriever; a local graph of a few hundred nodes needs longer walks than the whole corpus.
+    Defaults chosen on training questions only, clean and noisy graphs (the benchmark docs). ``alpha``
+    (0.85) differs from global PPR's (0.5, :class:`PPRKnobs`): a local graph needs longer walks.
 
     Args:
         num_seeds: m, seeds per query (top cosine).
@@ -152,26 +151,20 @@ class ISOKnobs(Knobs):
         seed: for the ``shuffled`` and ``random`` ablations.
         query_chunk: queries per batched call (``None``: as many as fit a 256 MiB score block, at most 1024).
         edge_weights: the local PPR follows edges in proportion to the graph's edge weights.
-        entity_seeds: on an entity graph, the share of the teleport mass given to the entity
-            nodes the question mentions (rule extractor, matched after the entity graph's own
-            normalisation; HippoRAG's query-matched entity seeds), split among them in inverse
-            proportion to their degree; the passage seeds keep the rest. Questions that mention
-            no entity node, and graphs without entity nodes, keep passage seeds only (the default
-            was chosen on training questions: the project's benchmark docs, corpora without titles).
+        entity_seeds: on an entity graph, the teleport share of the entity nodes the question
+            mentions (rule extractor, the entity graph's normalisation; HippoRAG's query-matched
+            seeds), split by inverse degree; the passage seeds keep the rest (all of it where no
+            entity node is named). Chosen on training questions (corpora without titles).
         reenter_entity_seeds: whether the walk keeps the edges into the query-matched entity
-            seeds. ``False`` (the default) leaves them out, so those seeds are sources only: their
-            teleport mass flows out to the passages that mention them, and the mass a passage
-            passes on goes to the entities the question does not name (the bridge to a second
-            passage) rather than back to them (only a passage left with no other edge restarts
-            through the teleport, as every dead end does; the default was chosen on training
-            questions: the project's benchmark docs, corpora without titles).
-        bridge_share: the share of passages, those with the highest bridging scores (how much
-            each inflates its neighbours' isoperimetric profiles, computed with φ:
-            :func:`~isorag_pyg.utils.bridging.bridging_score`), that the walk leaves out: their
-            edges and their unique-mention seeds (they stay retrievable by their cosine). A
-            passage written to tie unrelated entities together (corpus poisoning) is their only
-            bridge and ranks first; ``0`` turns it off. The φ ablations (``phi_mode``) ablate
-            the scores too.
+            seeds. ``False`` (the default) leaves them out: those seeds only send mass out, and
+            a passage passes its mass on to the entities the question does not name (the bridge
+            to a second passage; a passage left with no other edge restarts, as every dead end
+            does). Chosen on training questions (corpora without titles).
+        bridge_share: the share of passages with the highest bridging scores (how much each
+            inflates its neighbours' φ: :func:`~isorag_pyg.utils.bridging.bridging_score`) that
+            the walk leaves out, edges and unique-mention seeds (still retrievable by cosine): a
+            passage written to tie unrelated entities together ranks first; ``0``: off. The φ
+            ablations (``phi_mode``) ablate the scores too.
         unique_mention_seeds: on an entity graph, an entity the question names that only one
             passage mentions (no entity node: it links nothing) seeds that passage, as an entity
             node of degree 1 would: it shares the ``entity_seeds`` teleport mass with weight 1.
@@ -179,10 +172,14 @@ class ISOKnobs(Knobs):
             them as a lookup (``unique_mentions``) instead.
         entity_focus: how a query-matched entity seed splits its mass among the passages that
             mention it: in proportion to ``exp(entity_focus * cosine with the question)`` (``0``:
-            evenly, as HippoRAG does). A passage that merely names the entity (a list, or an
-            injected passage naming the entities of many questions) gets less than the passages
-            that read like the question. The default was chosen on training questions (the
-            project's poisoning benchmark; it also raised clean Recall@5 there).
+            evenly, as HippoRAG does): a passage that merely names it (a list, an injected
+            passage) gets less than those that read like the question. Chosen on training
+            questions (the poisoning benchmark; it also raised clean Recall@5 there).
+        backlink_weight: the share of its transition probability at which the walk follows a one-way
+            title mention backwards (the graph's ``edge_backlink``: article -> the passage naming
+            it); the rest restarts at the seeds. A passage's author writes its mentions, not the
+            mentions of it, so at ``1`` naming popular titles draws their mass. Chosen on training
+            questions (the poisoning benchmark).
     """
 
     num_seeds: int = 5
@@ -205,8 +202,11 @@ class ISOKnobs(Knobs):
     unique_mention_seeds: bool = True
     bridge_share: float = 0.01
     entity_focus: float = 20.0
+    backlink_weight: float = 0.05
 
     def validate(self) -> None:
+        if not 0.0 <= self.backlink_weight <= 1.0:
+            raise ValueError(f"backlink_weight must lie in [0, 1], got {self.backlink_weight}")
         if not 0.0 <= self.entity_focus < math.inf:
             raise ValueError(f"entity_focus must be a finite number >= 0, got {self.entity_focus}")
         if not 0.0 <= self.entity_seeds < 1.0:

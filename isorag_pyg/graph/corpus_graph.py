@@ -21,7 +21,11 @@ log = logging.getLogger(__name__)
 LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
 #: The builders' output format: raised whenever a builder's edges change for the same arguments
 #: and corpus (cached indexes key on it, so that none built by older builder code is reused).
-BUILDERS_VERSION = 3
+BUILDERS_VERSION = 4
+#: Builders whose pairs have a direction: ``u -> v`` when passage ``u`` mentions passage ``v``
+#: (its title). The reverse of such an edge is a *backlink*: a passage can write any number of
+#: mentions of others, but not the mentions others make of it.
+DIRECTED_BUILDERS = frozenset({"title_mention"})
 BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "entity_graph", "adjacent",
                  "noise")
 
@@ -135,7 +139,8 @@ def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[st
     ``edge_weight`` sums, over the builders that produced an edge, that builder's weight for it
     (``1`` for an unweighted builder, so on unweighted builders it counts them; each direction
     counted once); ``edge_source`` is a bitmask over ``data.builders`` (bit ``i`` for builder
-    ``i``). ``edges`` values are ``[2, E]`` pairs or ``(pairs, [E] weights)``; the ``records`` of
+    ``i``); ``edge_backlink`` marks the edges that only a :data:`DIRECTED_BUILDERS` builder made,
+    and only in the other direction (the passage whose title is mentioned -> the mentioning one). ``edges`` values are ``[2, E]`` pairs or ``(pairs, [E] weights)``; the ``records`` of
     a :class:`GraphEdges` are kept as ``data.builder_records``.
 
     Entity nodes (``edges.entity_names``) follow the passages as rows ``N..N+E-1``: their ``x``
@@ -150,7 +155,7 @@ def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[st
     entity_names = list(getattr(edges, "entity_names", []))
     n = num_passages + len(entity_names)
     names = list(edges)
-    parts, masks, weights = [], [], []
+    parts, masks, weights, along = [], [], [], []
     for bit, name in enumerate(names):
         ei = _edge_index_of(edges[name])
         w = edges[name][1].float() if isinstance(edges[name], tuple) else torch.ones(ei.size(1))
@@ -158,18 +163,22 @@ def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[st
             raise ValueError(f"builder {name!r} gave {w.numel()} weights for {ei.size(1)} edges, or weights that are negative or not finite")
         if ei.numel() and (ei.min() < 0 or ei.max() >= n):
             raise ValueError(f"builder {name!r} produced node ids outside [0, {n})")
+        made = ei[0] * n + ei[1]
         ei, w = to_undirected(ei, w, num_nodes=n, reduce="max")
         ei, w = remove_self_loops(ei, w)
         parts.append(ei)
         weights.append(w)
         masks.append(torch.full((ei.size(1),), 1 << bit, dtype=torch.long))
+        along.append(torch.isin(ei[0] * n + ei[1], made).long() if name in DIRECTED_BUILDERS else torch.ones(ei.size(1), dtype=torch.long))
     edge_index = torch.cat(parts, dim=1) if parts else torch.empty(2, 0, dtype=torch.long)
     source = torch.cat(masks) if masks else torch.empty(0, dtype=torch.long)
     weight = torch.cat(weights) if weights else torch.empty(0)
-    edge_index, (weight, source) = coalesce(edge_index, [weight, source], num_nodes=n, reduce="sum")
+    forward = torch.cat(along) if along else torch.empty(0, dtype=torch.long)
+    edge_index, (weight, source, forward) = coalesce(edge_index, [weight, source, forward], num_nodes=n, reduce="sum")
     leak = any(name in LEAKY_BUILDERS for name in names)
     x = with_entity_nodes(x, edge_index, len(entity_names))
     data = Data(x=x, edge_index=edge_index, edge_weight=weight, edge_source=source, num_nodes=n)
+    data.edge_backlink = forward == 0
     data.node_type = (torch.arange(n) >= num_passages).long()
     data.num_passages = num_passages
     data.entity_names = entity_names

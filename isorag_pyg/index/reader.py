@@ -176,7 +176,8 @@ class IndexReader:
         if device not in self._retrieval_graphs:
             graph = self.contents.graph
             self._retrieval_graphs[device] = RetrievalGraph(graph.edge_index, graph.x, device, normalized=True,
-                                                            edge_weight=graph.edge_weight, num_passages=len(self))
+                                                            edge_weight=graph.edge_weight, num_passages=len(self),
+                                                            edge_backlink=getattr(graph, "edge_backlink", None))
         return self._retrieval_graphs[device]
 
     def retriever(self, name: str = defaults.RETRIEVER, device: str | torch.device = "auto", **knobs: Any) -> Retriever:

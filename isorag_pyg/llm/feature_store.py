@@ -67,7 +67,9 @@ class ISORAGFeatureStore:
         passages seeded for an entity only they mention),
         ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text),
         ``left_out`` (passages the walk leaves out: the strongest bridges and the quarantined)
-        and, when the retriever walks edge weights, ``edge_weight``."""
+        and, when the retriever's walk uses them, ``edge_weight`` (the graph's edge weights) and
+        ``edge_follow`` (the share of each edge's transition it takes: ``backlink_weight`` on one-way
+        mentions walked backwards)."""
         node = sample.node
         records = node_records(self.graph.passages, getattr(self.graph.graph, "entity_names", []), node.tolist())
         graph = self.retriever.graph
@@ -83,6 +85,9 @@ class ISORAGFeatureStore:
             left_out=self.retriever.left_out[node.to(graph.device)].cpu(),
             entity_seed_index=sample.metadata["entity_seed_index"].cpu(),
         )
-        if self.retriever.knobs.edge_weights:
-            data.edge_weight = graph.require_edge_weight()[sample.edge.to(graph.device)].cpu()
+        weight, follow = self.retriever.walk_edges(sample.edge.to(graph.device))
+        if weight is not None:
+            data.edge_weight = weight.cpu()
+        if follow is not None:
+            data.edge_follow = follow.cpu()
         return data

@@ -30,6 +30,7 @@ class ISOSubgraphFilter:
         scored = score_local_graphs(data.edge_index, seeds, data.dense_score[seeds], data.dense_score, torch.zeros(n, dtype=torch.long),
                                     torch.tensor([0, n]), self.retriever.knobs, getattr(data, "edge_weight", None),
                                     data.node_type == 0, data.entity_seed_index,
-                                    self.retriever.entity_weight(data.node_idx[data.entity_seed_index].to(self.retriever.graph.device)).cpu())
+                                    self.retriever.entity_weight(data.node_idx[data.entity_seed_index].to(self.retriever.graph.device)).cpu(),
+                                    getattr(data, "edge_follow", None))
         data.ppr, data.score = scored.pi, scored.score
         return data

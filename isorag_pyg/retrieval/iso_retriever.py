@@ -43,7 +43,9 @@ class ISORetriever:
     ``bridge_share`` with the highest ``bridging`` scores, and the ``quarantined``); what is left is scored by
     :func:`~isorag_pyg.retrieval.scoring.score_local_graphs`: personalized PageRank with
     teleport ``softmax(tau * s_dense)`` over the seeds, then
-    ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates.
+    ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates. Where the
+    graph records one-way mentions (``edge_backlink``), the walk follows them backwards with the
+    share ``backlink_weight`` of their transition probability, the rest restarting at the seeds.
     On an entity graph, with ``entity_matcher`` and the knob ``entity_seeds > 0``, the entity
     nodes a question mentions, and the passages that alone mention an entity it names (unique
     mentions), are seeds too: they join the local graph (and its expansion) and get the share
@@ -85,7 +87,8 @@ class ISORetriever:
         if log_phi.numel() != graph.num_nodes:
             raise ValueError(f"log_phi has {log_phi.numel()} values for {graph.num_nodes} passages")
         self.log_phi = ablate_log_phi(log_phi.to(graph.device), knobs.phi_mode, knobs.seed)
-        self.up_edge_weight = graph.require_edge_weight()[graph.up_edge_id] if knobs.edge_weights else None
+        if knobs.edge_weights:
+            graph.require_edge_weight()
         # φ is per node, so whether an edge survives the filter does not depend on the query:
         # decide it once for every corpus edge, then look it up for each local subgraph
         self.edge_keep = isoperimetric_keep_mask(self.graph.up_edge_index, self.log_phi, knobs.beta)
@@ -145,10 +148,12 @@ class ISORetriever:
         candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
         local = self.local_graphs(candidates, m, self.entity_seeds(queries.texts))
         keep = self.edge_keep[local.edge_slot]
-        weight = None if self.up_edge_weight is None else self.up_edge_weight[local.edge_slot[keep]]
+        # local edges come as (upward edges, their reverses), both halves over the same slots
+        weight, follow = self.walk_edges(self.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])[keep])
         dense = candidates.score(local.batch, local.node)
         scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
-                                    self.knobs, weight, self._ranked(local.node), local.entity_pos, self.entity_weight(local.node[local.entity_pos]))
+                                    self.knobs, weight, self._ranked(local.node), local.entity_pos, self.entity_weight(local.node[local.entity_pos]),
+                                    follow)
         positions, top_scores = segment_topk(scored.score, local.batch, local.ptr, k)
         num_queries, num_local = len(queries), local.node.numel()
         stats = {
@@ -160,6 +165,16 @@ class ISORetriever:
         }
         traces = self._traces(local, keep, scored.pi, positions, top_scores) if trace else None
         return RetrievalResult(local.node[positions].cpu(), top_scores.cpu(), stats, traces)
+
+    def walk_edges(self, edge: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        """How the walk follows corpus edges (columns of the graph's ``edge_index``): their
+        weights (the graph's, with ``edge_weights``; else ``None``) and the share of each edge's
+        transition it takes (``backlink_weight`` for a one-way mention walked backwards, 1 for
+        the rest; ``None`` when that is every edge's)."""
+        weight = self.graph.require_edge_weight()[edge] if self.knobs.edge_weights else None
+        if self.graph.edge_backlink is None or self.knobs.backlink_weight == 1.0:
+            return weight, None
+        return weight, torch.where(self.graph.edge_backlink[edge], self.knobs.backlink_weight, 1.0)
 
     def _traces(self, local: LocalGraphBatch, keep: Tensor, pi: Tensor, positions: Tensor, scores: Tensor) -> list[dict[str, Any]]:
         node = local.node.tolist()

@@ -28,10 +28,14 @@ class RetrievalGraph:
         num_passages: the first ``num_passages`` nodes are passages, the rest other nodes (an
             entity graph's entities, with their own vectors in ``embeddings``): retrievers seed
             and rank passages only. (default: every node is a passage)
+        edge_backlink: ``[E]`` bool, the edges of ``edge_index`` that exist only as the reverse of
+            a mention (the passage whose title is mentioned -> the mentioning one), for retrievers
+            that walk them at a lower weight; ``edge_index`` must then be clean already (a saved
+            index's or a build's graph). (default: ``None``, none)
     """
 
     def __init__(self, edge_index: Tensor, embeddings: Tensor, device: torch.device | str = "cpu", normalized: bool = False,
-                 edge_weight: Tensor | None = None, num_passages: int | None = None):
+                 edge_weight: Tensor | None = None, num_passages: int | None = None, edge_backlink: Tensor | None = None):
         if embeddings.dim() != 2 or embeddings.size(0) == 0:
             raise ValueError(f"embeddings must be a non-empty [N, d] matrix, got {tuple(embeddings.shape)}")
         if num_passages is not None and not 0 < num_passages <= embeddings.size(0):
@@ -46,6 +50,9 @@ class RetrievalGraph:
         if edge_weight is not None and (edge_weight.numel() != edge_index.size(1)
                                         or not (torch.isfinite(edge_weight).all() and (edge_weight >= 0).all())):
             raise ValueError(f"edge_weight must hold one finite, non-negative weight per edge ({edge_index.size(1)}), got {edge_weight.numel()}")
+        if edge_backlink is not None and (edge_backlink.shape != edge_index[0].shape
+                                          or not is_clean_undirected(edge_index.long(), self.num_nodes, edge_weight)):
+            raise ValueError("edge_backlink needs one flag per edge of a clean (symmetric, coalesced, self-loop-free) edge_index")
         edge_index, edge_weight = _clean(edge_index.long(), None if edge_weight is None else edge_weight.float(), self.num_nodes)
         self.edge_index = edge_index.to(self.device)
         self.rowptr = rowptr_from_sorted_rows(self.edge_index[0], self.num_nodes)
@@ -61,6 +68,7 @@ class RetrievalGraph:
         self.up_rowptr = rowptr_from_sorted_rows(self.up_edge_index[0], self.num_nodes)
         self.up_col = self.up_edge_index[1]
         self.edge_weight = None if edge_weight is None else edge_weight.to(self.device)
+        self.edge_backlink = None if edge_backlink is None or not edge_backlink.any() else edge_backlink.bool().to(self.device)
         if normalized and embeddings.dtype == torch.float32:
             self.embeddings = embeddings.to(self.device)
         else:

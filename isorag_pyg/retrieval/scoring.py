@@ -88,12 +88,12 @@ def teleport_weights(seed_scores: Tensor, tau: float) -> Tensor:
     return weights
 
 
-def _without_edges_into(nodes: Tensor, edge_index: Tensor, edge_weight: Tensor | None, num_nodes: int) -> tuple[Tensor, Tensor | None]:
-    """``edge_index`` (and its ``edge_weight``) without the edges whose target is one of ``nodes``."""
+def _without_edges_into(nodes: Tensor, edge_index: Tensor, num_nodes: int, *aligned: Tensor | None) -> tuple[Tensor | None, ...]:
+    """``edge_index`` (and the per-edge tensors ``aligned`` with it) without the edges whose target is one of ``nodes``."""
     target = torch.zeros(num_nodes, dtype=torch.bool, device=edge_index.device)
     target[nodes] = True
     keep = ~target[edge_index[1]]
-    return edge_index[:, keep], None if edge_weight is None else edge_weight[keep]
+    return edge_index[:, keep], *(None if values is None else values[keep] for values in aligned)
 
 
 def focus_edges_from(sources: Tensor, edge_index: Tensor, edge_weight: Tensor | None, dense: Tensor, ranked: Tensor,
@@ -141,7 +141,8 @@ class LocalScores:
 
 def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor, dense: Tensor, batch: Tensor, ptr: Tensor,
                        knobs: ISOKnobs, edge_weight: Tensor | None = None, ranked: Tensor | None = None,
-                       entity_pos: Tensor | None = None, entity_weight: Tensor | None = None) -> LocalScores:
+                       entity_pos: Tensor | None = None, entity_weight: Tensor | None = None,
+                       edge_follow: Tensor | None = None) -> LocalScores:
     """ISO-RAG's score of every node of a block-diagonal batch of local graphs (the formula above).
 
     Args:
@@ -160,6 +161,9 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
             passage among them (``ranked``) is one seeded for an entity only it mentions. Unless
             ``knobs.reenter_entity_seeds``, the edges into the entity nodes among them are left
             out of the walk (their edges out stay).
+        edge_follow: ``[E]`` the share of each edge's transition the walk takes, the rest going
+            back through the teleport (:func:`~isorag_pyg.utils.ppr.personalized_pagerank`;
+            ISO-RAG's ``backlink_weight`` on one-way mentions walked backwards; default: all).
     """
     teleport = torch.zeros(dense.numel(), device=dense.device)
     passage_mass = teleport_weights(seed_scores, knobs.tau)
@@ -167,7 +171,7 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
         if ranked is not None:  # the entity nodes among the seeds (without ``ranked`` every node is a passage)
             named = entity_pos[~ranked[entity_pos]]
             if not knobs.reenter_entity_seeds:
-                edge_index, edge_weight = _without_edges_into(named, edge_index, edge_weight, dense.numel())
+                edge_index, edge_weight, edge_follow = _without_edges_into(named, edge_index, dense.numel(), edge_weight, edge_follow)
             if knobs.entity_focus > 0:
                 edge_weight = focus_edges_from(named, edge_index, edge_weight, dense, ranked, knobs.entity_focus)
         question = batch[entity_pos]
@@ -176,7 +180,8 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
         passage_mass = passage_mass * (1 - share).unsqueeze(1)
         teleport.index_add_(0, entity_pos, share[question] * entity_weight.float() / total[question].clamp_min(1e-12))
     teleport.index_add_(0, seed_pos.reshape(-1), passage_mass.reshape(-1))  # added: a passage seed may also be seeded for a unique mention
-    ppr = personalized_pagerank(edge_index, teleport, knobs.alpha, batch, ptr.numel() - 1, knobs.tol, knobs.max_iter, edge_weight)
+    ppr = personalized_pagerank(edge_index, teleport, knobs.alpha, batch, ptr.numel() - 1, knobs.tol, knobs.max_iter, edge_weight,
+                                edge_follow)
     pi = ppr.pi.squeeze(1)
     if ranked is None:
         scaled = segment_minmax(torch.stack([pi, dense], 1), batch, ptr)

@@ -29,6 +29,9 @@ class StoredGraph:
             one of them read the evaluated questions.
         entity_names: an entity graph's entity nodes (rows after the passages); ``unique_mentions``:
             its entities only one passage mentions (entity key -> passage row).
+        edge_backlink: ``[E]`` bool, the edges that exist only as the reverse of a mention
+            (:data:`~isorag_pyg.graph.corpus_graph.DIRECTED_BUILDERS`); ``None`` for an index
+            saved before they were recorded.
     """
 
     x: Tensor
@@ -40,6 +43,7 @@ class StoredGraph:
     leak: bool
     entity_names: list[str] = field(default_factory=list)
     unique_mentions: dict[str, int] = field(default_factory=dict)
+    edge_backlink: Tensor | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -53,6 +57,8 @@ class StoredGraph:
         data.builders, data.leak, data.num_passages = list(self.builders), self.leak, self.num_passages
         data.entity_names, data.unique_mentions = list(self.entity_names), dict(self.unique_mentions)
         data.node_type = (torch.arange(self.num_nodes) >= self.num_passages).long()
+        if self.edge_backlink is not None:
+            data.edge_backlink = self.edge_backlink
         return data
 
 

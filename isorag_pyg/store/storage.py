@@ -164,6 +164,8 @@ def save_index(directory: str | Path, lock_timeout: float = defaults.LOCK_TIMEOU
             "edge_source": graph.edge_source.long().contiguous(), "log_phi": contents.log_phi.double().contiguous(),
             "bridging": contents.bridging.double().contiguous(),
         }
+        if (backlink := getattr(graph, "edge_backlink", None)) is not None:
+            tensors["edge_backlink"] = backlink.bool().contiguous()
         for key in ("z", "knn_edges"):
             if (value := getattr(contents, key)) is not None:
                 tensors[key] = (value.float() if key == "z" else value.long()).contiguous()
@@ -223,8 +225,12 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     names, unique = _read_entities(version.path(ENTITIES), n, directory) if stored_entities else ([], {})
     if len(names) != entities:
         raise IndexFormatError(directory / ENTITIES, f"{len(names)} entity names for {entities} entity nodes")
+    if "edge_backlink" not in tensors and "title_mention" in builders:
+        log.warning("%s was saved before the graph recorded which edges are mentions walked backwards (backlinks): ISO-RAG walks "
+                    "them at full weight until the index is rebuilt or updated (isorag add)", directory)
     graph = StoredGraph(with_entity_nodes(tensors["embeddings"], tensors["edge_index"], len(names)), tensors["edge_index"],
-                        tensors["edge_weight"], tensors["edge_source"], n, builders, bool(statistics.get("leak", False)), names, unique)
+                        tensors["edge_weight"], tensors["edge_source"], n, builders, bool(statistics.get("leak", False)), names, unique,
+                        tensors.get("edge_backlink"))
     phi = PhiSpec(**manifest["phi"])
     f_theta = None
     if info is not None:

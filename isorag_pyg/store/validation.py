@@ -142,6 +142,7 @@ def check_index_tensors(path: Path, tensors: dict[str, Tensor], n: int, dim: int
     check_range(path, "edge_index", edge_index, 0, nodes)
     check_tensor(path, tensors, "edge_weight", (edges,), torch.float32, finite=True)
     check_range(path, "edge_source", check_tensor(path, tensors, "edge_source", (edges,), torch.int64), 1, 1 << builders)
+    check_tensor(path, tensors, "edge_backlink", (edges,), torch.bool, required=False)
     log_phi = check_tensor(path, tensors, "log_phi", (nodes,), torch.float64)
     if bool(torch.isnan(log_phi).any()) or bool((log_phi == float("inf")).any()):
         raise IndexFormatError(path, "'log_phi' holds NaN or +infinity")

@@ -7,7 +7,8 @@ edge :math:`u \to v`), teleport distribution :math:`r` and damping :math:`\alpha
     \pi \leftarrow (1-\alpha)\, r + \alpha\,\big(W\pi + r \cdot \textstyle\sum_{u\ \mathrm{dangling}} \pi_u\big)
 
 Mass at dangling nodes (no out-edges) goes back through :math:`r`, so every column of
-:math:`\pi` keeps summing to 1. Many queries run at once either as a block-diagonal batch of
+:math:`\pi` keeps summing to 1; so does the share of an edge's transition that the walk does not
+follow (``edge_follow``). Many queries run at once either as a block-diagonal batch of
 local graphs (``batch`` assigns nodes to queries, one teleport column) or as several teleport
 columns on one graph.
 """
@@ -35,14 +36,21 @@ class PPRResult:
     converged: bool
 
 
-def transition_entries(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Entries of the column-stochastic :math:`W` as ``(row, col, value)`` (``W[v, u]`` for edge
-    ``u -> v``) and the dangling-node mask."""
+def transition_entries(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None,
+                       edge_follow: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Entries of the transition :math:`W` as ``(row, col, value)`` (``W[v, u]`` for edge ``u -> v``:
+    its weight over ``u``'s total, times its ``edge_follow``) and every node's restart share: the
+    part of its mass no entry carries (1 for a dangling node), which goes back through the teleport."""
     src, dst = edge_index
     weight = torch.ones(src.numel(), device=src.device) if edge_weight is None else edge_weight.float()
     out_weight = weight.new_zeros(num_nodes).scatter_add_(0, src, weight)  # what PyG's scatter(reduce="sum") runs
     values = weight / out_weight[src].clamp_min(torch.finfo(weight.dtype).tiny)
-    return dst, src, values, out_weight == 0
+    restart = (out_weight == 0).float()
+    if edge_follow is not None:
+        follow = edge_follow.to(values.dtype)
+        restart = restart.scatter_add_(0, src, values * (1 - follow)).clamp_(0, 1)
+        values = values * follow
+    return dst, src, values, restart
 
 
 def csr_matrix(row: Tensor, col: Tensor, values: Tensor, num_nodes: int) -> Tensor:
@@ -64,6 +72,7 @@ def personalized_pagerank(
     tol: float = PPRKnobs.tol,
     max_iter: int = PPRKnobs.max_iter,
     edge_weight: Tensor | None = None,
+    edge_follow: Tensor | None = None,
 ) -> PPRResult:
     r"""Power iteration until the largest per-graph L1 change is below ``tol`` or ``max_iter``.
 
@@ -81,6 +90,9 @@ def personalized_pagerank(
             :class:`~isorag_pyg.knobs.PPRKnobs`).
         max_iter: iteration cap (default: :class:`~isorag_pyg.knobs.PPRKnobs`'s, ``50``).
         edge_weight: optional ``[E]`` non-negative weights (default: unweighted).
+        edge_follow: optional ``[E]`` shares in [0, 1]: the walk takes that share of an edge's
+            transition probability, the rest goes back through ``r`` (as a dangling node's
+            mass does): the edge is followed less, and no other edge more (default: all of it).
 
     Example:
         >>> ei = torch.tensor([[0, 1], [1, 0]])
@@ -99,17 +111,17 @@ def personalized_pagerank(
         if num_graphs is None:
             num_graphs = int(batch[-1]) + 1 if n else 0
     lengths = torch.bincount(batch, minlength=num_graphs)
-    row, col, values, dangling = transition_entries(edge_index, n, edge_weight)
-    dangling = dangling.nonzero().squeeze(1)
-    dangling_graph = batch[dangling]
-    fold = r.size(1) == 1 and dangling.numel() > 0
+    row, col, values, restart = transition_entries(edge_index, n, edge_weight, edge_follow)
+    leaky = restart.nonzero().squeeze(1)
+    leaky_graph, leaky_share = batch[leaky], restart[leaky].to(r.dtype)
+    fold = r.size(1) == 1 and leaky.numel() > 0
     if fold:
-        # one teleport column: a dangling node sends its mass back through r, so its column of W
-        # can simply be r (restricted to its own graph); the iteration is then one matmul
+        # one teleport column: a node sends its restart share back through r, so its column of W
+        # can simply hold r times that share (restricted to its own graph); the iteration is then one matmul
         support = r[:, 0].nonzero().squeeze(1)
-        position, slot = neighbor_edges(rowptr_from_sorted_rows(batch[support], num_graphs), dangling_graph)
-        row, col = torch.cat([row, support[slot]]), torch.cat([col, dangling[position]])
-        values = torch.cat([values, r[support[slot], 0]])
+        position, slot = neighbor_edges(rowptr_from_sorted_rows(batch[support], num_graphs), leaky_graph)
+        row, col = torch.cat([row, support[slot]]), torch.cat([col, leaky[position]])
+        values = torch.cat([values.to(r.dtype), r[support[slot], 0] * leaky_share[position]])
     W = csr_matrix(row, col, values.to(r.dtype), n)
 
     def largest_change(new: Tensor, old: Tensor) -> Tensor:  # max over graphs and columns of the L1 change
@@ -122,8 +134,8 @@ def personalized_pagerank(
     converged, iterations = n == 0, 0
     while not converged and iterations < max_iter:
         new = torch.addmm(stay, W, pi, alpha=alpha)
-        if dangling.numel() and not fold:
-            lost = r.new_zeros(num_graphs, r.size(1)).index_add_(0, dangling_graph, pi[dangling])
+        if leaky.numel() and not fold:
+            lost = r.new_zeros(num_graphs, r.size(1)).index_add_(0, leaky_graph, pi[leaky] * leaky_share.unsqueeze(1))
             new.addcmul_(r, lost if num_graphs == 1 else lost[batch], value=alpha)
         change = largest_change(new, pi)
         pi = new

@@ -87,6 +87,15 @@ def test_build_corpus_graph_merges_and_labels():
     assert stats["edge_share_title_mention"] == pytest.approx(6 / 8) and stats["edge_share_knn"] == pytest.approx(4 / 8)
 
 
+def test_a_one_way_mention_walked_backwards_is_a_backlink_unless_another_builder_made_that_edge():
+    x = torch.randn(5, 3)
+    # Paris <-> France and France <-> Spain mention each other; Spain mentions "Get Low", which mentions nothing back
+    data = build_corpus_graph(CORPUS, x, {"title_mention": title_mention(CORPUS), "knn": torch.tensor([[0], [4]])})
+    assert data.edge_backlink.dtype == torch.bool and edges(data.edge_index[:, data.edge_backlink]) == {(3, 2)}
+    both = build_corpus_graph(CORPUS, x, {"title_mention": title_mention(CORPUS), "knn": torch.tensor([[3], [2]])})
+    assert not both.edge_backlink.any()  # k-NN made 3 - 2 too: an undirected builder's edge is no backlink
+
+
 def test_leak_flag_and_errors():
     q = QADataset("q", [Question("a", "?", ["x"], ["0"], ["0", "1"])], CORPUS)
     data = build_corpus_graph(CORPUS, torch.randn(5, 2), run_builders({"context_cooccurrence": {}}, CORPUS, torch.randn(5, 2), q))

@@ -159,3 +159,28 @@ def test_a_title_counts_as_a_mention_so_a_passage_naming_the_subject_is_not_its_
         assert torch.equal(getattr(index.graph, key), getattr(titled.graph, key)), key
     with pytest.raises(TypeError, match="titles must be true or false"):
         ISORAGIndex.build(TITLED, graph={"entity_graph": {"titles": "yes"}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+
+
+def test_a_passage_naming_an_article_does_not_take_its_mass_by_the_backlink(tmp_path, caplog):
+    question = "Where was Dara Quen born?"
+    built = ISORAGIndex.build(TITLED, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    g = built.graph
+    name = [*built.passages.ids, *g.entity_names]
+    assert {(name[u], name[v]) for u, v in g.edge_index[:, g.edge_backlink].t().tolist()} >= {("quen", "guild"), ("gibson", "guild")}
+    # walked both ways alike, the article's mass flows to the passage that names it; walked backwards at backlink_weight, to where it points
+    assert [h.id for h in built.retrieve([question], k=2, retriever="iso", backlink_weight=1.0)[0]] == ["quen", "guild"]
+    assert [h.id for h in built.retrieve([question], k=2, retriever="iso")[0]] == ["quen", "kostrov"]
+    # saved and loaded, and an add equal to the rebuild, keep the backlinks
+    index = ISORAGIndex.load(ISORAGIndex.build(TITLED[:5], f_theta=None, phi=PhiSpec(p=0.0), progress=False).save(tmp_path / "add"))
+    index.add(TITLED[5:])
+    index = ISORAGIndex.load(index.save(tmp_path / "added"))
+    assert torch.equal(index.graph.edge_index, g.edge_index) and torch.equal(index.graph.edge_backlink, g.edge_backlink)
+    assert [h.id for h in index.retrieve([question], k=2, retriever="iso")[0]] == ["quen", "kostrov"]
+    # an index saved before backlinks were recorded loads, walks mentions both ways and says so
+    del built.contents.graph.edge_backlink
+    with caplog.at_level(logging.WARNING):
+        old = ISORAGIndex.load(built.save(tmp_path / "old"))
+    assert "backlinks" in caplog.text and getattr(old.graph, "edge_backlink", None) is None
+    assert [h.id for h in old.retrieve([question], k=2, retriever="iso")[0]] == ["quen", "guild"]
+    with pytest.raises(ValueError, match="backlink_weight must lie in"):
+        built.retrieve([question], k=2, retriever="iso", backlink_weight=1.5)

@@ -20,8 +20,9 @@ def index(request) -> ISORAGIndex:
 
 
 @pytest.mark.parametrize("knobs", [{}, {"beta": 0.4, "hops": 2, "max_expansion": 5}, {"phi_mode": "shuffled", "beta": 0.7},
-                                   {"entity_seeds": 0.5, "hops": 2}, {"bridge_share": 0.0}])
+                                   {"entity_seeds": 0.5, "hops": 2}, {"bridge_share": 0.0}, {"backlink_weight": 1.0}])
 def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
+    assert index.graph.edge_backlink.any()  # one-way title mentions: the walk follows them backwards at backlink_weight
     feature_store, graph_store, subgraph_filter = rag_components(index, k=5, **knobs)
     loader = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter)
     removed = 0

@@ -216,8 +216,8 @@ def test_edge_weights_steer_local_and_global_ppr():
     weighted = ISORetriever(index, log_phi, tol=1e-9, max_iter=500, edge_weights=True, **CFG)
     result = weighted.retrieve(queries, k=5)
     scores = index.scores(qe)
-    assert torch.equal(weighted.up_edge_weight, index.edge_weight[torch.isin(
-        index.edge_index[0] * 100 + index.edge_index[1], index.up_edge_index[0] * 100 + index.up_edge_index[1])])
+    edges = torch.arange(index.edge_index.size(1))
+    assert torch.equal(weighted.walk_edges(edges)[0], index.edge_weight) and weighted.walk_edges(edges)[1] is None  # no backlinks
     for q in range(qe.size(0)):
         ids, values = reference_iso(scores[q], index, log_phi, 5, CFG, weight=True)
         assert result.indices[q].tolist() == ids
@@ -239,3 +239,29 @@ def test_edge_weights_steer_local_and_global_ppr():
     for make in (lambda i: ISORetriever(i, log_phi, edge_weights=True), lambda i: GlobalPPRRetriever(i, edge_weights=True)):
         with pytest.raises(ValueError, match="edge weights"):
             make(RetrievalGraph(graph.edge_index, x))
+
+
+def test_backlinks_are_followed_at_their_share_the_rest_restarts_and_must_match_a_clean_graph():
+    # path 0 - 1 - 2 - 3: each passage mentions the next one way (i -> i+1 along, i+1 -> i the backlink)
+    edge_index = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    backlink = torch.tensor([False, True, False, True, False, True])
+    x = torch.eye(4)
+    graph = RetrievalGraph(edge_index, x, edge_backlink=backlink)
+    queries = Queries(["q"], torch.tensor([[1.0, 0.1, 0.0, 0.0]]))
+    log_phi = torch.zeros(4, dtype=torch.float64)
+    knobs = {"num_seeds": 1, "over_retrieval": 4.0, "lambda_graph": 1.0, "lambda_dense": 0.0, "bridge_share": 0.0, "tol": 1e-10, "max_iter": 500}
+    both = ISORetriever(graph, log_phi, backlink_weight=1.0, **knobs)
+    half = ISORetriever(graph, log_phi, backlink_weight=0.5, **knobs)
+    assert both.walk_edges(torch.arange(6)) == (None, None)
+    assert half.walk_edges(torch.arange(6))[1].tolist() == [1.0, 0.5, 1.0, 0.5, 1.0, 0.5]
+    walked = {name: r.retrieve(queries, 4, trace=True).traces[0]["ppr"] for name, r in (("both", both), ("half", half))}
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    # a backlink taken at half its probability: the other half restarts at the seed, nothing is pushed further down the chain
+    expected = personalized_pagerank(edge_index, r, 0.85, tol=1e-12, max_iter=2000, edge_follow=torch.where(backlink, 0.5, 1.0)).pi.squeeze(1)
+    assert [walked["half"][i] for i in range(4)] == pytest.approx(expected.tolist(), abs=1e-6)
+    assert walked["half"][0] > walked["both"][0] and walked["half"][3] < walked["both"][3]
+    assert half.retrieve(queries, 4).indices.tolist() == [[0, 1, 2, 3]]
+    with pytest.raises(ValueError, match="edge_backlink needs one flag per edge"):
+        RetrievalGraph(edge_index, x, edge_backlink=backlink[:3])
+    with pytest.raises(ValueError, match="edge_backlink needs one flag per edge"):
+        RetrievalGraph(torch.tensor([[0, 1], [1, 2]]), x, edge_backlink=torch.tensor([True, False]))  # not symmetric

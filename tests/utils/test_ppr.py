@@ -9,14 +9,16 @@ from conftest import DEVICES
 from isorag_pyg.utils.ppr import personalized_pagerank
 
 
-def closed_form(edge_index, n, r, alpha):
+def closed_form(edge_index, n, r, alpha, follow=None):
     A = torch.zeros(n, n, dtype=torch.float64)
-    for u, v in edge_index.t().tolist():
+    F = torch.zeros(n, n, dtype=torch.float64)
+    for (u, v), f in zip(edge_index.t().tolist(), [1.0] * edge_index.size(1) if follow is None else follow.tolist()):
         A[v, u] += 1.0
+        F[v, u] += f
     out = A.sum(0)
-    W = torch.where(out > 0, A / out.clamp_min(1), torch.zeros_like(A))
-    dangling = (out == 0).double()
-    M = W + r.unsqueeze(1) * dangling.unsqueeze(0)  # dangling columns jump back through r
+    W = torch.where(out > 0, F / out.clamp_min(1), torch.zeros_like(A))
+    restart = 1.0 - W.sum(0)  # a dangling node's column, and the share of every edge the walk does not follow, jump back through r
+    M = W + r.unsqueeze(1) * restart.unsqueeze(0)
     return (1 - alpha) * torch.linalg.solve(torch.eye(n, dtype=torch.float64) - alpha * M, r)
 
 
@@ -35,6 +37,24 @@ def test_matches_closed_form_with_dangling_nodes(seed, device):
     assert out.converged and out.pi.device.type == device
     assert torch.allclose(out.pi.squeeze(1).double().cpu(), closed_form(ei, n, r, 0.7), atol=1e-5)
     assert out.pi.sum().item() == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("columns", [1, 2])
+def test_an_edge_followed_in_part_sends_the_rest_back_through_the_teleport(columns):
+    gen = torch.Generator().manual_seed(3)
+    n = 10
+    ei = torch.randint(0, n, (2, 30), generator=gen)
+    ei = ei[:, ei[0] != ei[1]]
+    follow = torch.rand(ei.size(1), generator=gen)
+    follow[::3] = 1.0
+    r = torch.rand(n, columns, generator=gen, dtype=torch.float64)
+    r = r / r.sum(0)
+    out = personalized_pagerank(ei, r, 0.8, tol=1e-12, max_iter=2000, edge_follow=follow)
+    assert out.converged and torch.allclose(out.pi.sum(0), torch.ones(columns, dtype=torch.float64), atol=1e-9)
+    for c in range(columns):
+        assert torch.allclose(out.pi[:, c], closed_form(ei, n, r[:, c], 0.8, follow.double()), atol=1e-8)
+    assert torch.allclose(personalized_pagerank(ei, r, 0.8, tol=1e-12, max_iter=2000, edge_follow=torch.ones(ei.size(1))).pi,
+                          personalized_pagerank(ei, r, 0.8, tol=1e-12, max_iter=2000).pi, atol=1e-12)
 
 
 def test_block_diagonal_batch_equals_separate_runs():
