@@ -47,8 +47,10 @@ def transition_entries(edge_index: Tensor, num_nodes: int, edge_weight: Tensor |
     values = weight / out_weight[src].clamp_min(torch.finfo(weight.dtype).tiny)
     restart = (out_weight == 0).float()
     if edge_follow is not None:
+        if edge_follow.shape != src.shape or (edge_follow.numel() and not bool(((edge_follow >= 0) & (edge_follow <= 1)).all())):
+            raise ValueError(f"edge_follow must hold one share in [0, 1] per edge ({src.numel()}), got shape {tuple(edge_follow.shape)}")
         follow = edge_follow.to(values.dtype)
-        restart = restart.scatter_add_(0, src, values * (1 - follow)).clamp_(0, 1)
+        restart = restart.scatter_add_(0, src, values * (1 - follow)).clamp_(max=1)
         values = values * follow
     return dst, src, values, restart
 

@@ -39,8 +39,9 @@ def test_matches_closed_form_with_dangling_nodes(seed, device):
     assert out.pi.sum().item() == pytest.approx(1.0, abs=1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("columns", [1, 2])
-def test_an_edge_followed_in_part_sends_the_rest_back_through_the_teleport(columns):
+def test_an_edge_followed_in_part_sends_the_rest_back_through_the_teleport(columns, device):
     gen = torch.Generator().manual_seed(3)
     n = 10
     ei = torch.randint(0, n, (2, 30), generator=gen)
@@ -49,12 +50,16 @@ def test_an_edge_followed_in_part_sends_the_rest_back_through_the_teleport(colum
     follow[::3] = 1.0
     r = torch.rand(n, columns, generator=gen, dtype=torch.float64)
     r = r / r.sum(0)
-    out = personalized_pagerank(ei, r, 0.8, tol=1e-12, max_iter=2000, edge_follow=follow)
-    assert out.converged and torch.allclose(out.pi.sum(0), torch.ones(columns, dtype=torch.float64), atol=1e-9)
+    out = personalized_pagerank(ei.to(device), r.to(device), 0.8, tol=1e-12, max_iter=2000, edge_follow=follow.to(device))
+    pi = out.pi.cpu()
+    assert out.converged and torch.allclose(pi.sum(0), torch.ones(columns, dtype=torch.float64), rtol=0, atol=1e-6)
     for c in range(columns):
-        assert torch.allclose(out.pi[:, c], closed_form(ei, n, r[:, c], 0.8, follow.double()), atol=1e-8)
-    assert torch.allclose(personalized_pagerank(ei, r, 0.8, tol=1e-12, max_iter=2000, edge_follow=torch.ones(ei.size(1))).pi,
-                          personalized_pagerank(ei, r, 0.8, tol=1e-12, max_iter=2000).pi, atol=1e-12)
+        assert torch.allclose(pi[:, c], closed_form(ei, n, r[:, c], 0.8, follow.double()), rtol=0, atol=1e-6)
+    assert torch.equal(personalized_pagerank(ei, r, 0.8, tol=1e-12, max_iter=2000, edge_follow=torch.ones(ei.size(1))).pi,
+                       personalized_pagerank(ei, r, 0.8, tol=1e-12, max_iter=2000).pi)
+    for bad in (torch.ones(1), torch.full((ei.size(1),), 1.5), -follow):
+        with pytest.raises(ValueError, match="edge_follow must hold one share in"):
+            personalized_pagerank(ei, r, 0.8, edge_follow=bad)
 
 
 def test_block_diagonal_batch_equals_separate_runs():
