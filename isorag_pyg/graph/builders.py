@@ -57,6 +57,10 @@ def train_cooccurrence(corpus: list[Passage], train: QADataset) -> tuple[torch.T
 
 
 _PARENTHETICAL = re.compile(r"\s*\([^)]*\)\s*$")
+#: Builders whose pairs have a direction: ``u -> v`` when passage ``u`` mentions passage ``v``
+#: (its title). The reverse of such an edge is a *backlink*: a passage can write any number of
+#: mentions of others, but not the mentions others make of it.
+DIRECTED_BUILDERS = frozenset({"title_mention"})
 
 
 def title_mention(

@@ -12,6 +12,7 @@ from torch_geometric.utils import coalesce, degree, remove_self_loops, to_undire
 
 from isorag_pyg.datasets.types import Passage, QADataset
 from isorag_pyg.graph import builders
+from isorag_pyg.graph.builders import DIRECTED_BUILDERS
 from isorag_pyg.graph.entity_graph import entity_graph, with_entity_nodes
 from isorag_pyg.graph.noise import noise_edges
 
@@ -22,10 +23,6 @@ LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
 #: The builders' output format: raised whenever a builder's edges change for the same arguments
 #: and corpus (cached indexes key on it, so that none built by older builder code is reused).
 BUILDERS_VERSION = 4
-#: Builders whose pairs have a direction: ``u -> v`` when passage ``u`` mentions passage ``v``
-#: (its title). The reverse of such an edge is a *backlink*: a passage can write any number of
-#: mentions of others, but not the mentions others make of it.
-DIRECTED_BUILDERS = frozenset({"title_mention"})
 BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "entity_graph", "adjacent",
                  "noise")
 
@@ -139,7 +136,7 @@ def build_corpus_graph(corpus: list[Passage], x: torch.Tensor, edges: Mapping[st
     ``edge_weight`` sums, over the builders that produced an edge, that builder's weight for it
     (``1`` for an unweighted builder, so on unweighted builders it counts them; each direction
     counted once); ``edge_source`` is a bitmask over ``data.builders`` (bit ``i`` for builder
-    ``i``); ``edge_backlink`` marks the edges that only a :data:`DIRECTED_BUILDERS` builder made,
+    ``i``); ``edge_backlink`` marks the edges that only a :data:`~isorag_pyg.graph.builders.DIRECTED_BUILDERS` builder made,
     and only in the other direction (the passage whose title is mentioned -> the mentioning one). ``edges`` values are ``[2, E]`` pairs or ``(pairs, [E] weights)``; the ``records`` of
     a :class:`GraphEdges` are kept as ``data.builder_records``.
 

@@ -148,8 +148,10 @@ class ISORetriever:
         candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
         local = self.local_graphs(candidates, m, self.entity_seeds(queries.texts))
         keep = self.edge_keep[local.edge_slot]
-        # local edges come as (upward edges, their reverses), both halves over the same slots
-        weight, follow = self.walk_edges(self.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])[keep])
+        weight = follow = None
+        if self.knobs.edge_weights or self.follows_backlinks:
+            # local edges come as (upward edges, their reverses), both halves over the same slots
+            weight, follow = self.walk_edges(self.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])[keep])
         dense = candidates.score(local.batch, local.node)
         scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
                                     self.knobs, weight, self._ranked(local.node), local.entity_pos, self.entity_weight(local.node[local.entity_pos]),
@@ -172,9 +174,14 @@ class ISORetriever:
         transition it takes (``backlink_weight`` for a one-way mention walked backwards, 1 for
         the rest; ``None`` when that is every edge's)."""
         weight = self.graph.require_edge_weight()[edge] if self.knobs.edge_weights else None
-        if self.graph.edge_backlink is None or self.knobs.backlink_weight == 1.0:
+        if not self.follows_backlinks:
             return weight, None
         return weight, torch.where(self.graph.edge_backlink[edge], self.knobs.backlink_weight, 1.0)
+
+    @property
+    def follows_backlinks(self) -> bool:
+        """Whether the walk follows some edges, the graph's backlinks, with less than their whole share."""
+        return self.graph.edge_backlink is not None and self.knobs.backlink_weight != 1.0
 
     def _traces(self, local: LocalGraphBatch, keep: Tensor, pi: Tensor, positions: Tensor, scores: Tensor) -> list[dict[str, Any]]:
         node = local.node.tolist()

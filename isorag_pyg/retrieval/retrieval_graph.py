@@ -50,10 +50,13 @@ class RetrievalGraph:
         if edge_weight is not None and (edge_weight.numel() != edge_index.size(1)
                                         or not (torch.isfinite(edge_weight).all() and (edge_weight >= 0).all())):
             raise ValueError(f"edge_weight must hold one finite, non-negative weight per edge ({edge_index.size(1)}), got {edge_weight.numel()}")
-        if edge_backlink is not None and (edge_backlink.shape != edge_index[0].shape
-                                          or not is_clean_undirected(edge_index.long(), self.num_nodes, edge_weight)):
+        edge_index, edge_weight = edge_index.long(), None if edge_weight is None else edge_weight.float()
+        # a saved index's graph is clean already: taken as it is, without importing torch_geometric (more than a second)
+        clean = is_clean_undirected(edge_index, self.num_nodes, edge_weight)
+        if edge_backlink is not None and (edge_backlink.shape != edge_index[0].shape or not clean):
             raise ValueError("edge_backlink needs one flag per edge of a clean (symmetric, coalesced, self-loop-free) edge_index")
-        edge_index, edge_weight = _clean(edge_index.long(), None if edge_weight is None else edge_weight.float(), self.num_nodes)
+        if not clean:
+            edge_index, edge_weight = _clean(edge_index, edge_weight, self.num_nodes)
         self.edge_index = edge_index.to(self.device)
         self.rowptr = rowptr_from_sorted_rows(self.edge_index[0], self.num_nodes)
         self.col = self.edge_index[1]
@@ -101,10 +104,7 @@ class RetrievalGraph:
 
 def _clean(edge_index: Tensor, edge_weight: Tensor | None, num_nodes: int) -> tuple[Tensor, Tensor | None]:
     """The graph symmetrised, without self-loops, coalesced (weights of merged edges: their mean),
-    by PyG's functions; a graph that is so already (a saved index's) is taken as it is, without
-    importing torch_geometric (more than a second: longer than a query)."""
-    if is_clean_undirected(edge_index, num_nodes, edge_weight):
-        return edge_index, edge_weight
+    by PyG's functions (imported here: only a graph that is not clean already needs them)."""
     from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
     if edge_weight is None:

@@ -30,7 +30,7 @@ class StoredGraph:
         entity_names: an entity graph's entity nodes (rows after the passages); ``unique_mentions``:
             its entities only one passage mentions (entity key -> passage row).
         edge_backlink: ``[E]`` bool, the edges that exist only as the reverse of a mention
-            (:data:`~isorag_pyg.graph.corpus_graph.DIRECTED_BUILDERS`); ``None`` for an index
+            (:data:`~isorag_pyg.graph.builders.DIRECTED_BUILDERS`); ``None`` for an index
             saved before they were recorded.
     """
 

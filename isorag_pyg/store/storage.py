@@ -22,6 +22,7 @@ from torch import Tensor
 
 from isorag_pyg import defaults
 from isorag_pyg.datasets.corpus_files import check_max_tokens
+from isorag_pyg.graph.builders import DIRECTED_BUILDERS
 from isorag_pyg.graph.entity_graph import with_entity_nodes
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.retrieval.ann import ANNIndex
@@ -225,7 +226,7 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     names, unique = _read_entities(version.path(ENTITIES), n, directory) if stored_entities else ([], {})
     if len(names) != entities:
         raise IndexFormatError(directory / ENTITIES, f"{len(names)} entity names for {entities} entity nodes")
-    if "edge_backlink" not in tensors and "title_mention" in builders:
+    if "edge_backlink" not in tensors and DIRECTED_BUILDERS.intersection(builders):
         log.warning("%s was saved before the graph recorded which edges are mentions walked backwards (backlinks): ISO-RAG walks "
                     "them at full weight until the index is rebuilt or updated (isorag add)", directory)
     graph = StoredGraph(with_entity_nodes(tensors["embeddings"], tensors["edge_index"], len(names)), tensors["edge_index"],
