@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 LEAKY_BUILDERS = frozenset({"context_cooccurrence"})
 #: The builders' output format: raised whenever a builder's edges change for the same arguments
 #: and corpus (cached indexes key on it, so that none built by older builder code is reused).
-BUILDERS_VERSION = 4
+BUILDERS_VERSION = 5
 BUILDER_NAMES = ("context_cooccurrence", "train_cooccurrence", "title_mention", "knn", "entity_comention", "entity_graph", "adjacent",
                  "noise")
 
@@ -59,21 +60,45 @@ def clean_undirected_edge_count(edges: Mapping[str, BuilderEdges], num_nodes: in
     return ei.size(1) // 2
 
 
+def title_cased(title: str) -> str:
+    """``title`` with every word's first letter capitalised, the rest as written, so that the
+    rule extractor reads it whole as a question that capitalises it does ("Storm over Wyoming" ->
+    "Storm Over Wyoming", one name, not "Storm" and "Wyoming").
+
+        >>> title_cased("Storm over Wyoming (film)")
+        'Storm Over Wyoming (Film)'
+    """
+    return re.sub(r"(?<![\w'’])(\w)", lambda m: m.group(1).upper(), title)
+
+
 def entity_texts(corpus: Sequence[Passage], titles: bool = True) -> list[str]:
     """What the entity graph's extractor reads of each passage: its text, after its title when
     ``titles`` (a passage names its own subject in its title, often only there: without it, a
-    question naming that subject would match only the other passages that mention it).
+    question naming that subject would match only the other passages that mention it), and after
+    the title again with every word capitalised where that differs (:func:`title_cased`: a
+    question may capitalise "Lady For A Day", and the passage about it must carry that name, not
+    only an injected one that copies the question's spelling).
 
         >>> entity_texts([Passage("0", "Clement Gibson", "He was a rugby player."), Passage("1", "", "No title.")])
         ['Clement Gibson. He was a rugby player.', 'No title.']
-        >>> entity_texts([Passage("0", "Is it?", "Yes.")])
-        ['Is it? Yes.']
+        >>> entity_texts([Passage("0", "Is it?", "Yes."), Passage("1", "Lady for a Day", "A film.")])
+        ['Is it? Is It? Yes.', 'Lady for a Day. Lady For A Day. A film.']
     """
     if not isinstance(titles, bool):
         raise TypeError(f"the entity_graph builder's titles must be true or false, got {titles!r}")
     if not titles:
         return [p.text for p in corpus]
-    return [f"{title}{'' if title[-1] in '.!?' else '.'} {p.text}" if (title := p.title.strip()) else p.text for p in corpus]
+    return [f"{_titles_read(title)} {p.text}" if (title := p.title.strip()) else p.text for p in corpus]
+
+
+def _sentence(text: str) -> str:
+    return f"{text}{'' if text[-1] in '.!?' else '.'}"
+
+
+def _titles_read(title: str) -> str:
+    """A passage's title as the extractor reads it before its text: as written, then title-cased when that differs."""
+    cased = title_cased(title)
+    return _sentence(title) if cased == title else f"{_sentence(title)} {_sentence(cased)}"
 
 
 class EmptyGraphError(ValueError):

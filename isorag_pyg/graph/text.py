@@ -36,11 +36,31 @@ def _singular(word: str) -> str:
     return word
 
 
+#: Letters below this code point are Latin: their accents are dropped from entity keys.
+_LATIN_END = "\u0250"
+
+
+def fold_latin_accents(text: str) -> str:
+    """``text`` with the accents of Latin letters dropped ("Tekezé" -> "Tekeze"), other scripts'
+    combining marks kept (a Devanagari vowel sign is part of its word).
+
+    >>> fold_latin_accents("Akinoshū Kenji, Ñandú, हिंदी")
+    'Akinoshu Kenji, Nandu, हिंदी'
+    """
+    kept: list[str] = []
+    for ch in unicodedata.normalize("NFD", text):
+        if unicodedata.combining(ch) and kept and kept[-1] < _LATIN_END:
+            continue
+        kept.append(ch)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
 def normalize_entity(name: str) -> str:
-    """The key under which entity strings merge: normalised (:func:`~isorag_pyg.graph.text.normalize_unicode`), casefolded, punctuation
-    dropped, a leading "the" dropped, simple plurals made singular ("The Beatles'" and "beatles"
-    -> "beatle"); empty when nothing is left."""
-    words = _NON_WORD.sub(" ", normalize_unicode(name).casefold()).replace("_", " ").split()
+    """The key under which entity strings merge: normalised (:func:`~isorag_pyg.graph.text.normalize_unicode`), casefolded, Latin
+    accents dropped (a question may spell "Tekeze River" where the passage spells "Tekezé"),
+    punctuation dropped, a leading "the" dropped, simple plurals made singular ("The Beatles'"
+    and "beatles" -> "beatle"); empty when nothing is left."""
+    words = _NON_WORD.sub(" ", fold_latin_accents(normalize_unicode(name).casefold())).replace("_", " ").split()
     if len(words) > 1 and words[0] == "the":
         words = words[1:]
     return " ".join(_singular(w) for w in words)

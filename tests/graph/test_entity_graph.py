@@ -53,6 +53,8 @@ def test_rule_extractor_reads_any_script_normal_forms_possessives_and_whole_numb
 def test_normalisation_merges_case_punctuation_plurals_and_spacing():
     assert normalize_entity("The Beatles'") == normalize_entity("beatles") == "beatle"
     assert normalize_entity("Cities") == "city" and normalize_entity("Kostrov") == "kostrov" and normalize_entity("--") == ""
+    assert normalize_entity("Tekezé River") == normalize_entity("TEKEZE river") == "tekeze river"  # Latin accents fold
+    assert normalize_entity("Akinoshū Kenji") == "akinoshu kenji"
     graph = entity_graph_from_extraction(Extraction([["New York"], ["new-york"], ["NewYork", "Paris"], ["paris"]]), 4)
     assert len(graph.names) == 2  # "new york" in three spellings, "paris" twice
     assert graph.mentions.t().tolist() == [[0, 4], [1, 4], [2, 4], [2, 5], [3, 5]]

@@ -184,3 +184,23 @@ def test_a_passage_naming_an_article_does_not_take_its_mass_by_the_backlink(tmp_
     assert [h.id for h in old.retrieve([question], k=2, retriever="iso")[0]] == ["quen", "guild"]
     with pytest.raises(ValueError, match="backlink_weight must lie in"):
         built.retrieve([question], k=2, retriever="iso", backlink_weight=1.5)
+
+
+ECHOED = [Passage("storm", "Storm over Wyoming", "It is a 1950 western film directed by Lesley Selander."),
+          Passage("selander", "Lesley Selander", "Lesley Selander was an American film director born in Los Angeles."),
+          Passage("tekeze", "Tekezé River", "The Tekezé River rises in the Ethiopian Highlands and joins the Atbarah."),
+          Passage("atbarah", "Atbarah River", "The Atbarah River is a tributary of the Nile in Sudan."),
+          Passage("echo", "Tithbro Foundation", "Storm Over Wyoming and the Tekeze River were long associated with Tithbro Foundation.")]
+
+
+def test_a_question_spelling_a_title_otherwise_seeds_the_article_not_the_passage_that_copies_its_spelling():
+    index = ISORAGIndex.build(ECHOED, graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    # the article's title is read title-cased too, and accents are no part of an entity's key: the
+    # names the questions spell as the injected passage does are entities of the articles as well
+    assert "stormoverwyoming" not in index.graph.unique_mentions and "tekezeriver" not in index.graph.unique_mentions
+    for question, entity, article in (("Who directed Storm Over Wyoming?", "entity:storm over wyoming", "storm"),
+                                      ("Which river does the Tekeze River join?", "entity:tekezé river", "tekeze")):
+        assert index.explain(question, k=3)["entity_seeds"] == [entity]
+        assert [h.id for h in index.retrieve([question], k=1, retriever="iso")[0]] == [article]
+    untitled = ISORAGIndex.build(ECHOED, graph={"entity_graph": {"titles": False}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    assert untitled.graph.unique_mentions["stormoverwyoming"] == 4  # read as text alone, the copy is the name's one mention
