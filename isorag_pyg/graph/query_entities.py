@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from isorag_pyg.graph.rule_extractor import RuleExtractor
-from isorag_pyg.graph.text import entity_key
+from isorag_pyg.graph.text import entity_key, fold_latin_accents
 
 # words that open a question capitalised but name nothing ("Did Dara Quen ..." -> "Dara Quen");
 # not "Will" or "Can", which also open names
@@ -61,15 +61,17 @@ class QueryEntityMatcher:
     def __init__(self, names: Sequence[str], num_passages: int, extractor: RuleExtractor | None = None,
                  unique_mentions: Mapping[str, int] | None = None):
         self.extractor = extractor or RuleExtractor()
-        self.row: dict[str, int] = {}
+        # every row under a key: an index built before keys dropped accents may hold two nodes
+        # ("tekeze river", "tekezé river") that a rebuild would merge, and a question names both
+        self.rows: dict[str, list[int]] = {}
         for i, name in enumerate(names):
             if key := entity_key(name):
-                self.row.setdefault(key, num_passages + i)
-        for key, row in (unique_mentions or {}).items():
-            self.row.setdefault(key, row)
+                self.rows.setdefault(key, []).append(num_passages + i)
+        for key, row in (unique_mentions or {}).items():  # folded: such an index also kept accents in these keys
+            self.rows.setdefault(fold_latin_accents(key), []).append(row)
 
     def __call__(self, questions: Sequence[str]) -> list[list[int]]:
         """The rows each question names (sorted, no repeats; empty when none): entity nodes, and
         passages for entities that only that passage mentions."""
-        return [sorted({row for name in names_in_question(q, self.extractor) if (row := self.row.get(entity_key(name))) is not None})
+        return [sorted({row for name in names_in_question(q, self.extractor) for row in self.rows.get(entity_key(name), ())})
                 for q in questions]

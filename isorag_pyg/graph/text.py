@@ -2,7 +2,6 @@
 and the entity keys built on it, so that a name reads alike wherever it was written."""
 from __future__ import annotations
 
-import re
 import unicodedata
 
 import regex
@@ -24,7 +23,8 @@ def normalize_unicode(text: str) -> str:
     return unicodedata.normalize("NFKC", _SUPERSCRIPT.sub(" ", text))
 
 
-_NON_WORD = re.compile(r"[^\w]+")
+# not a letter, digit or mark: a Devanagari vowel sign is part of its word
+_NON_WORD = regex.compile(r"[^\w\p{M}]+")
 
 
 def _singular(word: str) -> str:
@@ -38,21 +38,24 @@ def _singular(word: str) -> str:
 
 #: Letters below this code point are Latin: their accents are dropped from entity keys.
 _LATIN_END = "\u0250"
+#: Latin letters whose mark is part of the letter, not a combining accent ("Đà Nẵng" = "Da Nang").
+_STROKED = str.maketrans({"đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "ø": "o", "Ø": "O", "ħ": "h", "Ħ": "H", "æ": "ae", "Æ": "AE",
+                          "œ": "oe", "Œ": "OE"})
 
 
 def fold_latin_accents(text: str) -> str:
     """``text`` with the accents of Latin letters dropped ("Tekezé" -> "Tekeze"), other scripts'
     combining marks kept (a Devanagari vowel sign is part of its word).
 
-    >>> fold_latin_accents("Akinoshū Kenji, Ñandú, हिंदी")
-    'Akinoshu Kenji, Nandu, हिंदी'
+    >>> fold_latin_accents("Akinoshū Kenji, Ñandú, Đà Nẵng, Łódź, हिंदी")
+    'Akinoshu Kenji, Nandu, Da Nang, Lodz, हिंदी'
     """
     kept: list[str] = []
     for ch in unicodedata.normalize("NFD", text):
         if unicodedata.combining(ch) and kept and kept[-1] < _LATIN_END:
             continue
         kept.append(ch)
-    return unicodedata.normalize("NFC", "".join(kept))
+    return unicodedata.normalize("NFC", "".join(kept)).translate(_STROKED)
 
 
 def normalize_entity(name: str) -> str:

@@ -204,3 +204,19 @@ def test_a_question_spelling_a_title_otherwise_seeds_the_article_not_the_passage
         assert [h.id for h in index.retrieve([question], k=1, retriever="iso")[0]] == [article]
     untitled = ISORAGIndex.build(ECHOED, graph={"entity_graph": {"titles": False}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
     assert untitled.graph.unique_mentions["stormoverwyoming"] == 4  # read as text alone, the copy is the name's one mention
+
+
+def test_only_the_rule_extractor_reads_a_title_a_second_time_title_cased(monkeypatch):
+    from isorag_pyg.graph import corpus_graph
+
+    read: dict[str, list[str]] = {}
+
+    def recording(texts, extractor="rules", **kwargs):  # what each extractor would be given
+        read[extractor] = list(texts)
+        return entity_graph(["x"] * len(texts), min_passages=1)
+
+    monkeypatch.setattr(corpus_graph, "entity_graph", recording)
+    for extractor in ("rules", "openie"):
+        corpus_graph.run_builders({"entity_graph": {"extractor": extractor}}, ECHOED[:1], torch.zeros(1, 2))
+    assert read["rules"] == ["Storm over Wyoming. Storm Over Wyoming. It is a 1950 western film directed by Lesley Selander."]
+    assert read["openie"] == ["Storm over Wyoming. It is a 1950 western film directed by Lesley Selander."]  # an LLM reads names in any case
