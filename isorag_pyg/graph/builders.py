@@ -57,6 +57,10 @@ def train_cooccurrence(corpus: list[Passage], train: QADataset) -> tuple[torch.T
 
 
 _PARENTHETICAL = re.compile(r"\s*\([^)]*\)\s*$")
+#: The builders' version (:data:`~isorag_pyg.graph.BUILDERS_VERSION`, kept in a saved graph's statistics) since which the
+#: entity graph reads titles title-cased too and entity keys drop Latin accents.
+TITLES_READ_AS_NAMES_SINCE = 5
+
 #: Builders whose pairs have a direction: ``u -> v`` when passage ``u`` mentions passage ``v``
 #: (its title). The reverse of such an edge is a *backlink*: a passage can write any number of
 #: mentions of others, but not the mentions others make of it.

@@ -250,6 +250,7 @@ def graph_statistics(data: Data) -> dict[str, Any]:
     stats["passages"], stats["entities"] = num_passages, n - num_passages
     stats["isolated_passage_share"] = float((deg[:num_passages] == 0).float().mean()) if num_passages else 0.0
     stats["largest_hubs"] = largest_hubs(data, deg)
+    stats["builders_version"] = BUILDERS_VERSION
     return stats
 
 

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from isorag_pyg import defaults
 from isorag_pyg.datasets.corpus_files import check_max_tokens
-from isorag_pyg.graph.builders import DIRECTED_BUILDERS
+from isorag_pyg.graph.builders import DIRECTED_BUILDERS, TITLES_READ_AS_NAMES_SINCE
 from isorag_pyg.graph.entity_graph import with_entity_nodes
 from isorag_pyg.knobs import PhiSpec
 from isorag_pyg.retrieval.ann import ANNIndex
@@ -229,6 +229,9 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
     if "edge_backlink" not in tensors and DIRECTED_BUILDERS.intersection(builders):
         log.warning("%s was saved before the graph recorded which edges are mentions walked backwards (backlinks): ISO-RAG walks "
                     "them at full weight until the index is rebuilt or updated (isorag add)", directory)
+    if "entity_graph" in builders and int(statistics.get("builders_version", 0)) < TITLES_READ_AS_NAMES_SINCE:
+        log.warning("%s was built before the entity graph read titles title-cased and entity keys dropped accents: a question that "
+                    "spells a title otherwise may miss its article until the index is rebuilt or updated (isorag add)", directory)
     graph = StoredGraph(with_entity_nodes(tensors["embeddings"], tensors["edge_index"], len(names)), tensors["edge_index"],
                         tensors["edge_weight"], tensors["edge_source"], n, builders, bool(statistics.get("leak", False)), names, unique,
                         tensors.get("edge_backlink"))

@@ -220,3 +220,17 @@ def test_only_the_rule_extractor_reads_a_title_a_second_time_title_cased(monkeyp
         corpus_graph.run_builders({"entity_graph": {"extractor": extractor}}, ECHOED[:1], torch.zeros(1, 2))
     assert read["rules"] == ["Storm over Wyoming. Storm Over Wyoming. It is a 1950 western film directed by Lesley Selander."]
     assert read["openie"] == ["Storm over Wyoming. It is a 1950 western film directed by Lesley Selander."]  # an LLM reads names in any case
+
+
+def test_an_entity_graph_saved_before_titles_were_read_as_names_loads_with_a_warning(tmp_path, caplog):
+    built = ISORAGIndex.build(ECHOED, graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    assert built.statistics["builders_version"] >= 5
+    with caplog.at_level(logging.WARNING):
+        ISORAGIndex.load(built.save(tmp_path / "now"))
+    assert "title-cased" not in caplog.text
+    del built.contents.statistics["builders_version"]  # as an index saved by an earlier version
+    with caplog.at_level(logging.WARNING):
+        old = ISORAGIndex.load(built.save(tmp_path / "old"))
+    assert "built before the entity graph read titles title-cased" in caplog.text and "isorag add" in caplog.text
+    old.add([{"id": "new", "title": "Leeds", "text": "Leeds is a city."}])  # an update runs the builders again
+    assert old.statistics["builders_version"] >= 5
