@@ -155,21 +155,15 @@ class ISOKnobs(Knobs):
             mentions (rule extractor, the entity graph's normalisation; HippoRAG's query-matched
             seeds), split by inverse degree; the passage seeds keep the rest (all of it where no
             entity node is named). Chosen on training questions (corpora without titles).
-        reenter_entity_seeds: whether the walk keeps the edges into the query-matched entity
-            seeds. ``False`` (the default) leaves them out: those seeds only send mass out, and
-            a passage passes its mass on to the entities the question does not name (the bridge
-            to a second passage; a passage left with no other edge restarts, as every dead end
-            does). Chosen on training questions (corpora without titles).
-        bridge_share: the share of passages with the highest bridging scores (how much each
-            inflates its neighbours' φ: :func:`~isorag_pyg.utils.bridging.bridging_score`) that
-            the walk leaves out, edges and unique-mention seeds (still retrievable by cosine): a
-            passage written to tie unrelated entities together ranks first; ``0``: off. The φ
-            ablations (``phi_mode``) ablate the scores too.
-        unique_mention_seeds: on an entity graph, an entity the question names that only one
-            passage mentions (no entity node: it links nothing) seeds that passage, as an entity
-            node of degree 1 would: it shares the ``entity_seeds`` teleport mass with weight 1.
-            HippoRAG keeps such phrase nodes; as nodes they only trap the walk, so the index keeps
-            them as a lookup (``unique_mentions``) instead.
+        reenter_entity_seeds: whether the walk keeps the edges into the query-matched entity seeds (``False``: those seeds only send
+            mass out; a passage passes its mass on to the entities the question does not name, the bridge to a second passage; a
+            passage left with no other edge restarts, as every dead end does). Chosen on training questions (corpora without titles).
+        bridge_share: the share of passages with the highest bridging scores (how much each inflates its neighbours' φ:
+            :func:`~isorag_pyg.utils.bridging.bridging_score`) the walk leaves out, edges and unique-mention seeds (still retrievable
+            by cosine): a passage written to tie unrelated entities together ranks first; ``0``: off. The φ ablations ablate them too.
+        unique_mention_seeds: on an entity graph, an entity the question names that one passage alone mentions (no entity node) seeds
+            that passage with weight 1 in the ``entity_seeds`` share, as an entity node of degree 1 would. HippoRAG keeps such phrase
+            nodes; as nodes they only trap the walk, so the index keeps them as a lookup (``unique_mentions``) instead.
         entity_focus: how a query-matched entity seed splits its mass among the passages that
             mention it: in proportion to ``exp(entity_focus * cosine with the question)`` (``0``:
             evenly, as HippoRAG does): a passage that merely names it (a list, an injected
@@ -180,6 +174,9 @@ class ISOKnobs(Knobs):
             it); the rest restarts at the seeds. A passage's author writes its mentions, not the
             mentions of it, so at ``1`` naming popular titles draws their mass. Chosen on training
             questions (the poisoning benchmark).
+        near_duplicate_cosine: a passage whose cosine with a better-ranked one of the top k reaches it
+            goes after the rest of the best candidates: copies take one slot (above 1, e.g. 2: off).
+            Chosen on training questions (the poisoning benchmark: the lowest with no clean cost).
     """
 
     num_seeds: int = 5
@@ -203,8 +200,11 @@ class ISOKnobs(Knobs):
     bridge_share: float = 0.01
     entity_focus: float = 20.0
     backlink_weight: float = 0.05
+    near_duplicate_cosine: float = 0.85
 
     def validate(self) -> None:
+        if not self.near_duplicate_cosine >= -1.0:
+            raise ValueError(f"near_duplicate_cosine must be a number >= -1 (above 1: off), got {self.near_duplicate_cosine}")
         if not 0.0 <= self.backlink_weight <= 1.0:
             raise ValueError(f"backlink_weight must lie in [0, 1], got {self.backlink_weight}")
         if not 0.0 <= self.entity_focus < math.inf:

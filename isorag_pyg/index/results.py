@@ -16,7 +16,8 @@ from isorag_pyg.datasets.types import Passage
 
 @dataclass(frozen=True)
 class RetrievedPassage:
-    """One retrieved passage with its score (higher is better)."""
+    """One retrieved passage with its score (higher is better; a result's order is the ranking,
+    where ISO-RAG puts a near-duplicate of a better passage after the rest, whatever its score)."""
 
     id: str
     title: str

@@ -7,9 +7,11 @@ local candidate graph around it, and the subgraph filter applies the isoperimetr
     from torch_geometric.llm import RAGQueryLoader
     feature_store, graph_store, subgraph_filter = rag_components(index, k=5)
     data = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter).query("question")
-    data.passage_id, data.edge_index, data.ppr, data.score   # the filtered local graph, scored
+    data.passage_id, data.edge_index, data.ppr, data.score, data.rank   # the filtered local graph, scored and ranked
 
-Ranking ``data.node_idx`` by ``data.score`` gives what :meth:`ISORAGIndex.retrieve` returns.
+``data.node_idx`` ordered by ``data.rank`` (its entries 0 to ``k - 1``) is what
+:meth:`ISORAGIndex.retrieve` returns: ranked by ``data.score``, near-duplicates after the rest
+(the knob ``near_duplicate_cosine``).
 The loader asks one query at a time; the graph store reads that query's dense candidates (exact
 or from the index's ANN) from the feature store it is registered with.
 

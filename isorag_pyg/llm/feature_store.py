@@ -64,7 +64,7 @@ class ISORAGFeatureStore:
         rows), ``edge_idx`` (corpus edges), ``passage_id``, ``title``, ``text``, ``dense_score``,
         ``log_phi`` (the retriever's φ), ``seed_index`` (local positions of the seeds),
         ``entity_seed_index`` (local positions of the query-matched seeds: entity nodes, and
-        passages seeded for an entity only they mention),
+        passages seeded for an entity only they mention), ``k`` (passages wanted),
         ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text),
         ``left_out`` (passages the walk leaves out: the strongest bridges and the quarantined)
         and, when the retriever's walk uses them, ``edge_weight`` (the graph's edge weights) and
@@ -83,7 +83,7 @@ class ISORAGFeatureStore:
             node_type=(node >= len(self.graph)).long().cpu(),
             log_phi=self.retriever.log_phi[node.to(self.retriever.log_phi.device)].cpu(), seed_index=sample.metadata["seed_index"].cpu(),
             left_out=self.retriever.left_out[node.to(graph.device)].cpu(),
-            entity_seed_index=sample.metadata["entity_seed_index"].cpu(),
+            entity_seed_index=sample.metadata["entity_seed_index"].cpu(), k=self.config["k"],
         )
         weight, follow = self.retriever.walk_edges(sample.edge.to(graph.device))
         if weight is not None:

@@ -15,7 +15,10 @@ class ISOSubgraphFilter:
     """``subgraph_filter`` for the loader: the isoperimetric filter on the local graph, then
     ISO-RAG's scoring (:func:`~isorag_pyg.retrieval.scoring.score_local_graphs`, the function
     the retriever uses); adds ``ppr``, ``score`` (``-inf`` for an entity graph's entity nodes,
-    which are not ranked) and ``num_removed_edges`` to the data. ``edge_index`` is the filter's
+    which are not ranked), ``rank`` (the place, 0 the best, of each of the ``data.k`` passages
+    the index's retrieval returns, ranked as :meth:`~isorag_pyg.retrieval.ISORetriever.top`
+    ranks them: by score, near-duplicates after the rest; -1 for every other node) and
+    ``num_removed_edges`` to the data. ``edge_index`` is the filter's
     output without the edges of the passages the walk leaves out (``data.left_out``); the walk
     also leaves out the edges into the query-matched entity nodes unless the knob ``reenter_entity_seeds``."""
 
@@ -33,4 +36,9 @@ class ISOSubgraphFilter:
                                     self.retriever.entity_weight(data.node_idx[data.entity_seed_index].to(self.retriever.graph.device)).cpu(),
                                     getattr(data, "edge_follow", None))
         data.ppr, data.score = scored.pi, scored.score
+        positions, scores = self.retriever.top(scored.score, torch.zeros(n, dtype=torch.long), torch.tensor([0, n]), data.node_idx,
+                                               self.retriever.sizes(int(data.k))[0])
+        placed = positions[0][(positions[0] >= 0) & torch.isfinite(scores[0])]  # passages only
+        data.rank = torch.full((n,), -1, dtype=torch.long)
+        data.rank[placed] = torch.arange(placed.numel())
         return data

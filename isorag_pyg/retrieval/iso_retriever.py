@@ -27,6 +27,13 @@ from isorag_pyg.retrieval.types import (
 )
 from isorag_pyg.utils.bridging import bridge_mask
 from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_mask
+from isorag_pyg.utils.near_duplicates import near_duplicates_last
+
+#: With ``near_duplicate_cosine``, the near-duplicates of the best ``NEAR_DUPLICATE_WINDOW * k``
+#: candidates make way for the next of them.
+NEAR_DUPLICATE_WINDOW = 4
+#: Memory for the near-duplicate test of one block of queries (their vectors and cosines).
+NEAR_DUPLICATE_BLOCK_BYTES = 64 * 2**20
 
 
 class ISORetriever:
@@ -156,7 +163,7 @@ class ISORetriever:
         scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
                                     self.knobs, weight, self._ranked(local.node), local.entity_pos, self.entity_weight(local.node[local.entity_pos]),
                                     follow)
-        positions, top_scores = segment_topk(scored.score, local.batch, local.ptr, k)
+        positions, top_scores = self.top(scored.score, local.batch, local.ptr, local.node, k)
         num_queries, num_local = len(queries), local.node.numel()
         stats = {
             "queries": float(num_queries),
@@ -167,6 +174,24 @@ class ISORetriever:
         }
         traces = self._traces(local, keep, scored.pi, positions, top_scores) if trace else None
         return RetrievalResult(local.node[positions].cpu(), top_scores.cpu(), stats, traces)
+
+    def top(self, score: Tensor, batch: Tensor, ptr: Tensor, node: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """The ranking: per query (segment ``ptr`` of ``batch``) the top ``k`` positions into
+        ``score`` and their scores; with ``near_duplicate_cosine``, the passages that
+        near-duplicate a better-ranked one (by the embeddings of their corpus rows ``node``) go
+        after the rest of the best ``NEAR_DUPLICATE_WINDOW * k``, keeping their scores (so these
+        are not sorted then)."""
+        threshold = self.knobs.near_duplicate_cosine
+        if threshold > 1.0:  # no two unit vectors are that close: off
+            return segment_topk(score, batch, ptr, k)
+        positions, scores = segment_topk(score, batch, ptr, NEAR_DUPLICATE_WINDOW * k)
+        valid = torch.isfinite(scores)  # passages only (entity nodes score -inf), padding excluded
+        rows = node[positions.clamp_min(0)].to(self.graph.device)
+        width, dim = rows.size(1), self.graph.dim
+        block = max(1, NEAR_DUPLICATE_BLOCK_BYTES // (4 * width * (dim + width)))  # queries whose vectors and cosines fit the budget
+        order = torch.cat([near_duplicates_last(self.graph.embeddings[rows[q:q + block]], valid[q:q + block].to(rows.device), threshold)
+                           for q in range(0, rows.size(0), block)]).to(positions.device)[:, :k]
+        return positions.gather(1, order), scores.gather(1, order)
 
     def walk_edges(self, edge: Tensor) -> tuple[Tensor | None, Tensor | None]:
         """How the walk follows corpus edges (columns of the graph's ``edge_index``): their

@@ -12,6 +12,7 @@ from isorag_pyg.utils.isoperimetric import (
     scatter_logsumexp,
     two_hop_shell_pairs,
 )
+from isorag_pyg.utils.near_duplicates import near_duplicates_last
 
 __all__ = [
     "ablate_log_phi",
@@ -22,6 +23,7 @@ __all__ = [
     "log_isoperimetric_profile",
     "log_phi_from_ball",
     "log_volume",
+    "near_duplicates_last",
     "origin_volume",
     "scatter_logsumexp",
     "two_hop_shell_pairs",

@@ -105,7 +105,7 @@ def test_poisoning_script_runs_every_attack_and_retriever_on_a_synthetic_corpus(
     assert "ASR@5" in done.stdout
     (entry,) = json.loads((tmp_path / "poisoning.json").read_text())["results"]
     assert set(entry["attacks"]) == set(ATTACK_CLASSES)
-    retrievers = {"dense", "bm25", "ppr", "hipporag", "iso", "iso_no_bridges", "iso_uniform", "iso_shuffled"}
+    retrievers = {"dense", "bm25", "ppr", "hipporag", "iso", "iso_no_bridges", "iso_near_duplicates_kept", "iso_uniform", "iso_shuffled"}
     for name, attack in entry["attacks"].items():
         assert retrievers <= set(attack["metrics"])
         for m in attack["metrics"].values():
@@ -115,5 +115,5 @@ def test_poisoning_script_runs_every_attack_and_retriever_on_a_synthetic_corpus(
     assert entry["attacks"]["relation"]["injected"] == 2 and entry["attacks"]["answer"]["injected"] == 10
     assert min(entry["attacks"]["relation"]["bridging"]["injected_ranks"]) >= 1
     reader = entry["attacks"]["answer"]["reader"]  # the packaged reader over each retriever's attacked top 5
-    assert set(reader) == {"dense", "ppr", "hipporag", "iso", "iso_no_bridges"}
+    assert set(reader) == {"dense", "ppr", "hipporag", "iso", "iso_no_bridges", "iso_near_duplicates_kept"}
     assert all(r["questions"] == 3 and 0.0 <= r["targets_with_attacker_answer"] <= 1.0 for r in reader.values())

@@ -20,7 +20,8 @@ def index(request) -> ISORAGIndex:
 
 
 @pytest.mark.parametrize("knobs", [{}, {"beta": 0.4, "hops": 2, "max_expansion": 5}, {"phi_mode": "shuffled", "beta": 0.7},
-                                   {"entity_seeds": 0.5, "hops": 2}, {"bridge_share": 0.0}, {"backlink_weight": 1.0}])
+                                   {"entity_seeds": 0.5, "hops": 2}, {"bridge_share": 0.0}, {"backlink_weight": 1.0},
+                                   {"near_duplicate_cosine": 2.0}])
 def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
     assert index.graph.edge_backlink.any()  # one-way title mentions: the walk follows them backwards at backlink_weight
     feature_store, graph_store, subgraph_filter = rag_components(index, k=5, **knobs)
@@ -38,8 +39,8 @@ def test_rag_query_loader_returns_the_filtered_local_graph(index, knobs):
         assert ((log_phi[0] - log_phi[1]).abs() <= -torch.log(torch.tensor(feature_store.retriever.knobs.beta, dtype=torch.float64)) + 1e-12).all()
         assert not data.left_out[data.edge_index].any()  # no kept edge touches a passage the walk leaves out
         removed += data.num_removed_edges
-        # ranked by score, the local graph gives exactly what the index retrieves
-        top = data.node_idx[data.score.argsort(descending=True, stable=True)[:5]]
+        # in the order of data.rank, the local graph gives exactly what the index retrieves
+        top = ranked_rows(data)
         expected = [hit.id for hit in index.retrieve([question.text], k=5, **knobs)[0]]
         assert [index.passages[i].id for i in top.tolist()] == expected
     # at the default β this small passage graph loses no edge to φ, nor the entity graph at the β 0.05 its index stores: without
@@ -61,8 +62,43 @@ def test_loader_local_graph_as_long_as_its_edge_list(tmp_path):
     data = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter).query("Kostrov words")
     assert data.num_nodes == len(data.passage_id) == 5 and data.num_removed_edges > 0
     assert data.seed_index.numel() == 4
-    top = data.node_idx[data.score.argsort(descending=True, stable=True)[:4]]
+    top = ranked_rows(data)
     assert [index.passages[i].id for i in top.tolist()] == [hit.id for hit in index.retrieve(["Kostrov words"], k=4, **knobs)[0]]
+
+
+def test_loader_ranks_near_duplicates_after_the_rest_as_the_index_does():
+    texts = ["Kostrov is an old river town.", "Kostrov is an old river town!", "Kostrov is an old river town.."] + [
+        f"Kostrov exports {good} by river." for good in ("grain", "timber", "salt")] + ["plain words here", "more plain words"]
+    index = ISORAGIndex.build([{"title": "", "text": t} for t in texts], graph=None, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    feature_store, graph_store, subgraph_filter = rag_components(index, k=3)
+    data = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter).query("Is Kostrov an old river town?")
+    by_score = data.node_idx[data.score.argsort(descending=True, stable=True)[:3]].tolist()
+    assert sorted(by_score) == [0, 1, 2]  # the three copies score highest
+    top = ranked_rows(data).tolist()
+    assert top == [hit_row(index, hit) for hit in index.retrieve(["Is Kostrov an old river town?"], k=3)[0]]
+    assert len(set(top) & {0, 1, 2}) == 1  # one copy, then two other passages
+    kept = [hit_row(index, hit) for hit in index.retrieve(["Is Kostrov an old river town?"], k=3, near_duplicate_cosine=2.0)[0]]
+    assert sorted(kept) == [0, 1, 2]  # with the ranking off, the copies fill the top 3
+
+
+def test_loader_places_only_passages_when_k_exceeds_them():
+    passages = [{"title": "", "text": t} for t in ("Kostrov is old.", "Kostrov is new.", "Velmora trades with Kostrov.")]
+    index = ISORAGIndex.build(passages, graph={"entity_graph": {}}, f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    assert index.graph.num_nodes > len(index)  # entity nodes in the local graph too
+    feature_store, graph_store, subgraph_filter = rag_components(index, k=10)
+    data = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter).query("Kostrov")
+    assert (data.node_type[data.rank >= 0] == 0).all() and int((data.rank >= 0).sum()) == len(index)
+    assert [index.passages[i].id for i in ranked_rows(data).tolist()] == [hit.id for hit in index.retrieve(["Kostrov"], k=3)[0]]
+
+
+def ranked_rows(data):
+    """The corpus rows of the passages data.rank places, in that order."""
+    placed = (data.rank >= 0).nonzero().squeeze(1)
+    return data.node_idx[placed[data.rank[placed].argsort()]]
+
+
+def hit_row(index, hit):
+    return [p.id for p in index.passages].index(hit.id)
 
 
 def test_loader_config_sets_k_and_misuse_is_clear(index):

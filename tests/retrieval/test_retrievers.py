@@ -265,3 +265,24 @@ def test_backlinks_are_followed_at_their_share_the_rest_restarts_and_must_match_
         RetrievalGraph(edge_index, x, edge_backlink=backlink[:3])
     with pytest.raises(ValueError, match="edge_backlink needs one flag per edge"):
         RetrievalGraph(torch.tensor([[0, 1], [1, 2]]), x, edge_backlink=torch.tensor([True, False]))  # not symmetric
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_near_duplicates_take_one_slot_of_the_top_k_and_are_ranked_after_the_rest_not_dropped(device):
+    # passages 0-2 are one text three times, 3 and 4 other passages the question also reads like, 5 far off
+    x = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.01, 0.0], [1.0, 0.02, 0.0], [0.6, 0.8, 0.0], [0.6, 0.0, 0.8], [0.0, 0.0, -1.0]])
+    graph = RetrievalGraph(NO_EDGES, x, device=device)
+    queries = Queries(["q"], torch.tensor([[1.0, 0.3, 0.2]]))
+    log_phi = torch.zeros(6, dtype=torch.float64)
+    knobs = {"num_seeds": 1, "over_retrieval": 2.0, "lambda_graph": 0.0, "lambda_dense": 1.0, "bridge_share": 0.0}
+    spread = ISORetriever(graph, log_phi, **knobs).retrieve(queries, 3)
+    assert spread.indices.tolist() == [[2, 3, 4]]  # the default (0.85): one copy, then the next passages
+    assert ISORetriever(graph, log_phi, near_duplicate_cosine=2.0, **knobs).retrieve(queries, 3).indices.tolist() == [[2, 1, 0]]
+    every = ISORetriever(graph, log_phi, **knobs).retrieve(queries, 6)
+    assert every.indices.tolist() == [[2, 3, 4, 5, 1, 0]]  # nothing lost: the copies come after the rest, with their own scores
+    assert every.scores[0, 4] > every.scores[0, 3]
+    two = Queries(["q", "far"], torch.tensor([[1.0, 0.3, 0.2], [0.0, 0.1, -1.0]]))  # two queries, local graphs of their own
+    assert ISORetriever(graph, log_phi, **knobs).retrieve(two, 3).indices.tolist() == [[2, 3, 4], [5, 3, 2]]
+    for bad in (float("nan"), -1.5):
+        with pytest.raises(ValueError, match="near_duplicate_cosine must be a number >= -1"):
+            ISORetriever(graph, log_phi, near_duplicate_cosine=bad)
