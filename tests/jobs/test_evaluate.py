@@ -94,6 +94,7 @@ def test_retriever_configs_take_the_knobs_an_entity_graph_index_stores_unless_th
     assert built.index.knobs == ENTITY_GRAPH_KNOBS and own.hops == 2 and own.edge_weights and own.beta == 0.05
     assert knobs(built, "retriever=iso") == own  # what the index itself retrieves with
     assert knobs(built, "retriever=iso", "retriever.hops=1") == own.replace(hops=1)  # the command line changes one knob
+    assert knobs(built, "retriever=iso", "retriever.near_duplicate_cosine=2") == own.replace(near_duplicate_cosine=2.0)  # the ranking rule off
     assert knobs(built, "retriever=iso_uniform") == own.replace(phi_mode="uniform")  # the ablation of the index's own knobs
     assert knobs(built, "retriever=ppr") == built.index.retriever("ppr").knobs and knobs(built, "retriever=ppr").edge_weights
     built.index.save(tmp_path / "saved")
