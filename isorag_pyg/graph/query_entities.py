@@ -3,6 +3,7 @@ mentions, found by the LLM-free rule extractor and normalised as the entity grap
 matched to the graph's entity nodes."""
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +20,14 @@ _QUESTION_WORDS = frozenset(
 
 
 _FIRST_WORD = re.compile(r"\W*(\w+)")
+_WORD = re.compile(r"\w+")
+#: A name the question writes that no entity node has is read as the entity nodes whose names
+#: contain it as whole words, when there are at most this many ("LaHave" -> "LaHave River").
+MAX_CONTAINING = 3
+#: ... and as the entities whose alphabetic keys are this close to it (difflib's ratio; a
+#: misspelling: "Margaraviate" -> "Margraviate"), for keys of at least ``FUZZY_MIN_LENGTH`` letters.
+FUZZY_RATIO = 0.85
+FUZZY_MIN_LENGTH = 6
 
 
 def _question_word_lowered(question: str) -> str:
@@ -50,6 +59,12 @@ class QueryEntityMatcher:
     """Finds an entity graph's entity nodes in questions, and the passages that alone mention an
     entity a question names.
 
+    A name the question writes that no entity node has is first read as the entity nodes whose
+    names contain it as whole words (at most :data:`MAX_CONTAINING`: "LaHave" is "LaHave River")
+    and the nodes whose keys nearly equal it (:data:`FUZZY_RATIO`, letters only: a
+    misspelling); where such a reading exists it replaces the passage that alone writes the name
+    the question's way (a passage that copies a question's spelling is no longer its only seed).
+
     Args:
         names: the entity nodes' display names (node ``num_passages + i`` is ``names[i]``).
         num_passages: the passages before the entity nodes.
@@ -61,6 +76,12 @@ class QueryEntityMatcher:
     def __init__(self, names: Sequence[str], num_passages: int, extractor: RuleExtractor | None = None,
                  unique_mentions: Mapping[str, int] | None = None):
         self.extractor = extractor or RuleExtractor()
+        self.num_passages = num_passages
+        self.names = {key: name.casefold() for name in names if (key := entity_key(name))}
+        self._by_word: dict[str, set[str]] = {}  # a word -> the node keys whose names have it
+        for key, name in self.names.items():
+            for word in _WORD.findall(name):
+                self._by_word.setdefault(word, set()).add(key)
         # every row under a key: an index built before keys dropped accents may hold two nodes
         # ("tekeze river", "tekezé river") that a rebuild would merge, and a question names both
         self.rows: dict[str, list[int]] = {}
@@ -69,9 +90,35 @@ class QueryEntityMatcher:
                 self.rows.setdefault(key, []).append(num_passages + i)
         for key, row in (unique_mentions or {}).items():  # folded: such an index also kept accents in these keys
             self.rows.setdefault(fold_latin_accents(key), []).append(row)
+        self._by_shape: dict[tuple[int, str], list[str]] = {}  # (length, first letter) -> alphabetic keys
+        for key in self.rows:
+            if key.isalpha():
+                self._by_shape.setdefault((len(key), key[0]), []).append(key)
 
     def __call__(self, questions: Sequence[str]) -> list[list[int]]:
         """The rows each question names (sorted, no repeats; empty when none): entity nodes, and
         passages for entities that only that passage mentions."""
-        return [sorted({row for name in names_in_question(q, self.extractor) for row in self.rows.get(entity_key(name), ())})
-                for q in questions]
+        return [sorted({row for name in names_in_question(q, self.extractor) for row in self.rows_named(name)}) for q in questions]
+
+    def rows_named(self, name: str) -> list[int]:
+        """The rows a name in a question stands for: its entity nodes; where it has none, the
+        nodes it reads as otherwise (:meth:`readings`), else the passage that alone mentions it."""
+        key = entity_key(name)
+        rows = self.rows.get(key, [])
+        if any(row >= self.num_passages for row in rows):
+            return rows
+        return [row for other in readings for row in self.rows[other]] if (readings := self.readings(name, key)) else rows
+
+    def readings(self, name: str, key: str) -> list[str]:
+        """The node keys a name without an entity node reads as: the nodes whose names contain it
+        as whole words (at most :data:`MAX_CONTAINING`) and those whose keys nearly equal it."""
+        words, found = _WORD.findall(name.casefold()), []
+        if words:
+            phrase = re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)")
+            shared = set.intersection(*(self._by_word.get(word, set()) for word in words))
+            containing = sorted(k for k in shared if k != key and phrase.search(self.names[k]))
+            found += containing if len(containing) <= MAX_CONTAINING else []
+        if len(key) >= FUZZY_MIN_LENGTH and key.isalpha():
+            shapes = [k for size in (len(key) - 1, len(key), len(key) + 1) for k in self._by_shape.get((size, key[0]), ()) if k != key]
+            found += [k for k in difflib.get_close_matches(key, shapes, n=2, cutoff=FUZZY_RATIO) if k not in found]
+        return found

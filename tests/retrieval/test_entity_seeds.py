@@ -152,3 +152,15 @@ def test_entity_seeded_retrieval_is_the_same_on_every_device(device):
     expected, got = (r.retrieve(queries, k=4) for r in retrievers)
     assert bool((expected.indices < len(CORPUS)).all())
     assert torch.equal(got.indices.cpu(), expected.indices) and torch.allclose(got.scores.cpu(), expected.scores, atol=1e-5)
+
+
+def test_a_name_without_a_node_reads_as_the_nodes_that_contain_it_or_nearly_spell_it_not_as_a_copying_passage():
+    names = ["LaHave River", "Margraviate", "Charle Metcalfe", "October 24 1999", "John Smith", "John Doe", "John Brown", "John Gray"]
+    # passages 3-6 alone write "LaHave", "Margaraviate", "Harlem" and "John" (as a passage copying a question would)
+    matcher = QueryEntityMatcher(names, num_passages=10, unique_mentions={"lahave": 3, "margaraviate": 4, "harlem": 5, "john": 6})
+    assert matcher(["What district is LaHave in?"]) == [[10]]  # the river's node (whole words), not passage 3
+    assert matcher(["What is the Margaraviate of Brandenburg?"]) == [[11]]  # a misspelling of the node's name, not passage 4
+    assert matcher(["Which rapper is from Harlem?"]) == [[5]]  # "Charle Metcalfe" does not contain the word "Harlem"
+    assert matcher(["Who did John marry?"]) == [[6]]  # contained in four names: too generic to read as any of them
+    assert matcher.readings("October 27, 1999", "october271999") == []  # a date is not misspelt: no near match for digits
+    assert matcher(["Where does the LaHave River flow?"]) == [[10]]  # a name with its own node keeps it
