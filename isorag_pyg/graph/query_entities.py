@@ -77,17 +77,18 @@ class QueryEntityMatcher:
                  unique_mentions: Mapping[str, int] | None = None):
         self.extractor = extractor or RuleExtractor()
         self.num_passages = num_passages
-        self.names = {key: name.casefold() for name in names if (key := entity_key(name))}
+        # every row under a key: an index built before keys dropped accents may hold two nodes
+        # ("tekeze river", "tekezé river") that a rebuild would merge, and a question names both
+        self.rows: dict[str, list[int]] = {}
+        self.names: dict[str, str] = {}  # a node key -> its name, case-folded
+        for i, name in enumerate(names):
+            if key := entity_key(name):
+                self.rows.setdefault(key, []).append(num_passages + i)
+                self.names[key] = name.casefold()
         self._by_word: dict[str, set[str]] = {}  # a word -> the node keys whose names have it
         for key, name in self.names.items():
             for word in _WORD.findall(name):
                 self._by_word.setdefault(word, set()).add(key)
-        # every row under a key: an index built before keys dropped accents may hold two nodes
-        # ("tekeze river", "tekezé river") that a rebuild would merge, and a question names both
-        self.rows: dict[str, list[int]] = {}
-        for i, name in enumerate(names):
-            if key := entity_key(name):
-                self.rows.setdefault(key, []).append(num_passages + i)
         for key, row in (unique_mentions or {}).items():  # folded: such an index also kept accents in these keys
             self.rows.setdefault(fold_latin_accents(key), []).append(row)
         self._by_shape: dict[tuple[int, str], list[str]] = {}  # (length, first letter) -> alphabetic keys
