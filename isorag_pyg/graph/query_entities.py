@@ -61,9 +61,10 @@ class QueryEntityMatcher:
 
     A name the question writes that no entity node has is first read as the entity nodes whose
     names contain it as whole words (at most :data:`MAX_CONTAINING`: "LaHave" is "LaHave River")
-    and the nodes whose keys nearly equal it (:data:`FUZZY_RATIO`, letters only: a
-    misspelling); where such a reading exists it replaces the passage that alone writes the name
-    the question's way (a passage that copies a question's spelling is no longer its only seed).
+    and the entities whose keys nearly equal it (:data:`FUZZY_RATIO`, letters only: a
+    misspelling; entity nodes, or another passage's unique mention); where such a reading exists
+    it replaces the passage that alone writes the name the question's way (a passage that copies
+    a question's spelling is no longer its only seed).
 
     Args:
         names: the entity nodes' display names (node ``num_passages + i`` is ``names[i]``).
@@ -111,8 +112,9 @@ class QueryEntityMatcher:
         return [row for other in readings for row in self.rows[other]] if (readings := self.readings(name, key)) else rows
 
     def readings(self, name: str, key: str) -> list[str]:
-        """The node keys a name without an entity node reads as: the nodes whose names contain it
-        as whole words (at most :data:`MAX_CONTAINING`) and those whose keys nearly equal it."""
+        """The keys a name without an entity node reads as: the nodes whose names contain it as
+        whole words (at most :data:`MAX_CONTAINING`) and the entities, nodes or unique mentions,
+        whose keys nearly equal it."""
         words, found = _WORD.findall(name.casefold()), []
         if words:
             phrase = re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)")
