@@ -7,7 +7,8 @@ index gives the new directory the old one's mode, each file the mode of the old 
 name (a file the old version did not have: the old manifest's), and their owner and group where
 this process may set them. A first save follows the umask (``0777`` / ``0666`` less it). The
 temporary directory is ``0700`` from its creation until its final mode is set just before the
-swap, so a save killed midway leaves nothing readable behind.
+swap, so a save killed midway leaves nothing more readable than the index itself (a folder killed
+between its final modes and the swap has the index's modes).
 """
 from __future__ import annotations
 
