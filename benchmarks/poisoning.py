@@ -29,7 +29,8 @@ passage in the top 5) and the mean number of injected passages per top 5 (boiler
 of top-5 slots held by passages with the footer, against their share of the corpus). It also
 checks that ``index.add`` of the injected passages (boilerplate: ``remove`` + ``add`` of the
 changed passages) gives the same top 5s as the rebuild (``add_equals_rebuild``: share of
-questions with identical top-5 ids). Writes benchmarks/results/poisoning.json (entries of other
+questions with identical top-5 ids). With ``--blank-titles`` every title is blanked, the injected
+passages' too (a corpus without titles: the index builds the entity graph alone). Writes benchmarks/results/poisoning.json (entries of other
 (dataset, split) runs already there are kept).
 """
 from __future__ import annotations
@@ -48,6 +49,7 @@ from benchmarks.common import (
     Attack,
     MemoEncoder,
     add_override_argument,
+    blanked,
     frequent_entities,
     poisoning_attacks,
     poisoning_cut,
@@ -197,7 +199,7 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str,
     if full is None:
         raise SystemExit(f"{dataset} has no {split} questions")
     cut, how = poisoning_cut(full, args.passages)
-    questions, corpus = cut.questions, cut.corpus
+    questions, corpus = cut.questions, (blanked(cut.corpus) if args.blank_titles else cut.corpus)
     seed = f"{args.seed}:{dataset}:{split}"
     clean = build(corpus, encoder)
     queries = Queries([q.text for q in questions], encoder.encode([q.text for q in questions]))
@@ -207,7 +209,7 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str,
                                 args.answer_targets, 5, 20, args.boilerplate_share)
     clean_top = top_k(clean, queries, names)
     entry: dict[str, Any] = {
-        "dataset": dataset, "split": split, "cut": how, "passages": len(clean), "questions": len(questions),
+        "dataset": dataset, "split": split, "cut": how, "titles": "blank" if args.blank_titles else "kept", "passages": len(clean), "questions": len(questions),
         "questions_with_gold": sum(bool(g) for g in gold), "targets": [questions[t].id for t in targets],
         "builders": clean.statistics.get("builders"), "knobs": clean.knobs,
         "graph": {key: clean.statistics.get(key) for key in ("passages", "entities", "edges", "largest_hubs")},
@@ -216,7 +218,7 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str,
     }
     for name in args.attacks:
         attack = attacks[name]
-        attacked_corpus = attack.corpus(corpus)
+        attacked_corpus = blanked(attack.corpus(corpus)) if args.blank_titles else attack.corpus(corpus)
         index = build(attacked_corpus, encoder)
         attacked_top = top_k(index, queries, names)
         injected = {p.id for p in attack.injected}
@@ -287,6 +289,7 @@ def main() -> None:
     parser.add_argument("--per-passage", type=int, default=5, help="targets per relation / stuffing passage")
     parser.add_argument("--answer-targets", type=int, default=8, help="targets of answer injection (5 passages each)")
     parser.add_argument("--boilerplate-share", type=float, default=0.2)
+    parser.add_argument("--blank-titles", action="store_true", help="blank every title, the injected passages' too (a corpus without titles)")
     parser.add_argument("--no-check-add", dest="check_add", action="store_false", help="skip the index.add = rebuild check")
     parser.add_argument("--bridge-shares", nargs="*", type=float, default=[],
                         help="also run ISO-RAG with these bridge_share values (iso@SHARE; the choice of the default, on train)")

@@ -134,8 +134,8 @@ PHI_OVERRIDES = ("p", "eps", "shell_floor")
 class ISOKnobs(Knobs):
     """ISO-RAG's retrieval knobs (:class:`~isorag_pyg.retrieval.ISORetriever`).
 
-    Defaults chosen on training questions only, clean and noisy graphs (the benchmark docs). ``alpha``
-    (0.85) differs from global PPR's (0.5, :class:`PPRKnobs`): a local graph needs longer walks.
+    Defaults chosen on training questions only (the benchmark docs). ``alpha`` (0.85) differs from
+    global PPR's (0.5): a local graph needs longer walks.
 
     Args:
         num_seeds: m, seeds per query (top cosine).
@@ -158,17 +158,16 @@ class ISOKnobs(Knobs):
         reenter_entity_seeds: whether the walk keeps the edges into the query-matched entity seeds (``False``: those seeds only send
             mass out; a passage passes its mass on to the entities the question does not name, the bridge to a second passage; a
             passage left with no other edge restarts, as every dead end does). Chosen on training questions (corpora without titles).
-        bridge_share: the share of passages with the highest bridging scores (how much each inflates its neighbours' φ:
-            :func:`~isorag_pyg.utils.bridging.bridging_score`) the walk leaves out, edges and unique-mention seeds (still retrievable
-            by cosine): a passage written to tie unrelated entities together ranks first; ``0``: off. The φ ablations ablate them too.
+        bridge_share: the share of passages with the highest bridging scores (:func:`~isorag_pyg.utils.bridging.bridging_score`, ablated
+            as φ is) the walk leaves out, edges and unique-mention seeds, but for a question whose seed names it by a specific title
+            (:meth:`~isorag_pyg.retrieval.ISORetriever.walk_left_out`); ``0``: off. Chosen on training questions (the poisoning
+            benchmark, titles blank; title-mention graphs store a larger share: :data:`~isorag_pyg.graph.auto.TITLE_MENTION_KNOBS`).
         unique_mention_seeds: on an entity graph, an entity the question names that one passage alone mentions (no entity node) seeds
             that passage with weight 1 in the ``entity_seeds`` share, as an entity node of degree 1 would. HippoRAG keeps such phrase
             nodes; as nodes they only trap the walk, so the index keeps them as a lookup (``unique_mentions``) instead.
-        entity_focus: how a query-matched entity seed splits its mass among the passages that
-            mention it: in proportion to ``exp(entity_focus * cosine with the question)`` (``0``:
-            evenly, as HippoRAG does): a passage that merely names it (a list, an injected
-            passage) gets less than those that read like the question. Chosen on training
-            questions (the poisoning benchmark; it also raised clean Recall@5 there).
+        entity_focus: how a query-matched entity seed splits its mass among the passages that mention it: in proportion to
+            ``exp(entity_focus * cosine with the question)`` (``0``: evenly, as HippoRAG does): a passage that merely names it (a
+            list, an injected passage) gets less. Chosen on training questions (the poisoning benchmark; it raised clean Recall@5).
         backlink_weight: the share of its transition probability at which the walk follows a one-way
             title mention backwards (the graph's ``edge_backlink``: article -> the passage naming
             it); the rest restarts at the seeds. A passage's author writes its mentions, not the
@@ -197,7 +196,7 @@ class ISOKnobs(Knobs):
     entity_seeds: float = 0.5
     reenter_entity_seeds: bool = False
     unique_mention_seeds: bool = True
-    bridge_share: float = 0.01
+    bridge_share: float = 0.02
     entity_focus: float = 20.0
     backlink_weight: float = 0.05
     near_duplicate_cosine: float = 0.85

@@ -32,7 +32,7 @@ def index_cache_path(cache_dir: Path, dataset: QADataset, train: QADataset | Non
     """``cache_dir/indexes/<key>``: the key hashes the corpus, the encoder's fingerprint, the
     graph spec, the builders' version (:data:`~isorag_pyg.graph.BUILDERS_VERSION`), φ, f_θ's
     config (``None``: no f_θ), the retriever knobs an index of that graph stores
-    (:func:`~isorag_pyg.graph.auto.graph_knobs`, where there are any: an entity graph's) and, for
+    (:func:`~isorag_pyg.graph.auto.graph_knobs`, where there are any: an entity graph's, title mentions') and, for
     graphs built from questions' contexts, the questions."""
     parts: dict[str, Any] = {"corpus": corpus_hash(dataset.corpus), "encoder": encoder.fingerprint, "graph": graph,
                              "builders_version": BUILDERS_VERSION, "phi": asdict(phi), "f_theta": f_theta.to_dict() if f_theta is not None else None}

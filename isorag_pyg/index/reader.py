@@ -21,6 +21,7 @@ from torch import Tensor
 from isorag_pyg import defaults
 from isorag_pyg.encoders.sentence import TextEncoder
 from isorag_pyg.encoders.spec import check_encoder, encoder_from_spec
+from isorag_pyg.graph.builders import mention_edges
 from isorag_pyg.index.f_theta import check_phi_spec
 from isorag_pyg.index.registry import make_retriever
 from isorag_pyg.index.results import RetrievedPassage, explained, retrieved_passages
@@ -175,9 +176,10 @@ class IndexReader:
         device = device_of(device)
         if device not in self._retrieval_graphs:
             graph = self.contents.graph
+            backlink = getattr(graph, "edge_backlink", None)
             self._retrieval_graphs[device] = RetrievalGraph(graph.edge_index, graph.x, device, normalized=True,
-                                                            edge_weight=graph.edge_weight, num_passages=len(self),
-                                                            edge_backlink=getattr(graph, "edge_backlink", None))
+                                                            edge_weight=graph.edge_weight, num_passages=len(self), edge_backlink=backlink,
+                                                            edge_mention=mention_edges(graph.edge_source, graph.builders, backlink))
         return self._retrieval_graphs[device]
 
     def retriever(self, name: str = defaults.RETRIEVER, device: str | torch.device = "auto", **knobs: Any) -> Retriever:

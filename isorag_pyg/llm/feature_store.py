@@ -66,7 +66,8 @@ class ISORAGFeatureStore:
         ``entity_seed_index`` (local positions of the query-matched seeds: entity nodes, and
         passages seeded for an entity only they mention), ``k`` (passages wanted),
         ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text),
-        ``left_out`` (passages the walk leaves out: the strongest bridges and the quarantined)
+        ``left_out`` (passages the walk leaves out for this query:
+        :meth:`~isorag_pyg.retrieval.ISORetriever.walk_left_out`)
         and, when the retriever's walk uses them, ``edge_weight`` (the graph's edge weights) and
         ``edge_follow`` (the share of each edge's transition it takes: ``backlink_weight`` on one-way
         mentions walked backwards)."""
@@ -82,7 +83,8 @@ class ISORAGFeatureStore:
             title=[r[1] for r in records], text=[r[2] for r in records], dense_score=dense,
             node_type=(node >= len(self.graph)).long().cpu(),
             log_phi=self.retriever.log_phi[node.to(self.retriever.log_phi.device)].cpu(), seed_index=sample.metadata["seed_index"].cpu(),
-            left_out=self.retriever.left_out[node.to(graph.device)].cpu(),
+            left_out=self.retriever.walk_left_out(local, torch.stack([sample.row, sample.col]).to(graph.device), sample.edge.to(graph.device),
+                                                  sample.metadata["seed_index"].to(graph.device)).cpu(),
             entity_seed_index=sample.metadata["entity_seed_index"].cpu(), k=self.config["k"],
         )
         weight, follow = self.retriever.walk_edges(sample.edge.to(graph.device))

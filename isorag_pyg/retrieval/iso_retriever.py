@@ -34,6 +34,17 @@ from isorag_pyg.utils.near_duplicates import near_duplicates_last
 NEAR_DUPLICATE_WINDOW = 4
 #: Memory for the near-duplicate test of one block of queries (their vectors and cosines).
 NEAR_DUPLICATE_BLOCK_BYTES = 64 * 2**20
+#: A title that more than this share of the corpus's passages name is generic (a common word, a
+#: year: "July (disambiguation)" is named wherever "July" is): a seed naming it does not bring a
+#: bridge back into the walk.
+GENERIC_TITLE_SHARE = 0.01
+
+
+def specifically_named(graph: RetrievalGraph) -> Tensor:
+    """``[N]`` bool, the passages whose title some passages, but at most the share
+    :data:`GENERIC_TITLE_SHARE` of them, name (:meth:`~RetrievalGraph.times_named`)."""
+    named = graph.times_named()
+    return (named > 0) & (named <= GENERIC_TITLE_SHARE * graph.num_passages)
 
 
 class ISORetriever:
@@ -47,7 +58,9 @@ class ISORetriever:
     isoperimetric profiles differ by more than ``beta`` are removed (the rule of
     :class:`~isorag_pyg.transforms.IsoperimetricFilter`, decided once per corpus edge since φ is
     precomputed per node), and so are the edges of the passages left out of the walk (the
-    ``bridge_share`` with the highest ``bridging`` scores, and the ``quarantined``); what is left is scored by
+    ``bridge_share`` with the highest ``bridging`` scores, and the ``quarantined``; a bridge one of
+    the question's seeds names by a specific title, :meth:`walk_left_out`, is walked for that
+    question); what is left is scored by
     :func:`~isorag_pyg.retrieval.scoring.score_local_graphs`: personalized PageRank with
     teleport ``softmax(tau * s_dense)`` over the seeds, then
     ``lambda_graph * minmax(pi) + lambda_dense * minmax(s_dense)`` over the candidates. Where the
@@ -99,15 +112,17 @@ class ISORetriever:
         # φ is per node, so whether an edge survives the filter does not depend on the query:
         # decide it once for every corpus edge, then look it up for each local subgraph
         self.edge_keep = isoperimetric_keep_mask(self.graph.up_edge_index, self.log_phi, knobs.beta)
-        # passages the walk leaves out: the strongest bridges (scores ablated as φ is) and the quarantined
+        # passages the walk leaves out: the strongest bridges (scores ablated as φ is) and the quarantined;
+        # a bridge whose specific title one of a question's seeds names is walked for that question
         self.left_out = torch.zeros(graph.num_nodes, dtype=torch.bool, device=graph.device)
+        self.named_bridge = torch.zeros(graph.num_nodes, dtype=torch.bool, device=graph.device)
         if bridging is not None:
-            self.left_out |= bridge_mask(ablate_log_phi(bridging.to(graph.device), knobs.phi_mode, knobs.seed), knobs.bridge_share,
-                                         graph.num_passages)
+            bridges = bridge_mask(ablate_log_phi(bridging.to(graph.device), knobs.phi_mode, knobs.seed), knobs.bridge_share, graph.num_passages)
+            self.left_out |= bridges
+            self.named_bridge = bridges & specifically_named(graph)
         if quarantined is not None:
             self.left_out |= quarantined.to(graph.device)
-        up = self.graph.up_edge_index
-        self.edge_keep &= ~(self.left_out[up[0]] | self.left_out[up[1]])
+            self.named_bridge &= ~quarantined.to(graph.device)
         check_ann_index(ann, graph)
         self.ann = ann
         self.entity_matcher = entity_matcher if knobs.entity_seeds > 0 and graph.num_passages < graph.num_nodes else None
@@ -154,11 +169,13 @@ class ISORetriever:
         k, pool, m = self.sizes(k)
         candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
         local = self.local_graphs(candidates, m, self.entity_seeds(queries.texts))
-        keep = self.edge_keep[local.edge_slot]
+        # local edges come as (upward edges, their reverses), both halves over the same slots
+        edge = self.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])
+        left_out = self.walk_left_out(local.node, local.edge_index, edge, local.seed_pos)
+        keep = self.edge_keep[local.edge_slot] & ~(left_out[local.edge_index[0]] | left_out[local.edge_index[1]])
         weight = follow = None
         if self.knobs.edge_weights or self.follows_backlinks:
-            # local edges come as (upward edges, their reverses), both halves over the same slots
-            weight, follow = self.walk_edges(self.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])[keep])
+            weight, follow = self.walk_edges(edge[keep])
         dense = candidates.score(local.batch, local.node)
         scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
                                     self.knobs, weight, self._ranked(local.node), local.entity_pos, self.entity_weight(local.node[local.entity_pos]),
@@ -174,6 +191,25 @@ class ISORetriever:
         }
         traces = self._traces(local, keep, scored.pi, positions, top_scores) if trace else None
         return RetrievalResult(local.node[positions].cpu(), top_scores.cpu(), stats, traces)
+
+    def walk_left_out(self, node: Tensor, edge_index: Tensor, edge: Tensor, seed_pos: Tensor) -> Tensor:
+        """Which nodes of local graphs (corpus rows ``node``, edges ``edge_index`` between local
+        positions, their columns ``edge`` in the corpus graph's ``edge_index``) the walk leaves out:
+        the :attr:`left_out` passages, less the bridges whose title one of their question's seeds
+        (local positions ``seed_pos``) names, where few passages name it
+        (:func:`specifically_named`). A passage's author writes its own mentions, not the mentions
+        of it: the corpus's own passages naming a bridge is what an injected one cannot forge."""
+        left_out = self.left_out[node]
+        named = self.named_bridge[node]
+        if not named.any():
+            return left_out
+        seed = torch.zeros_like(left_out)
+        seed[seed_pos.reshape(-1)] = True
+        src, dst = edge_index
+        by_seed = seed[src] & named[dst] & self.graph.edge_mention[edge]
+        left_out = left_out.clone()
+        left_out[dst[by_seed]] = False
+        return left_out
 
     def top(self, score: Tensor, batch: Tensor, ptr: Tensor, node: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """The ranking: per query (segment ``ptr`` of ``batch``) the top ``k`` positions into

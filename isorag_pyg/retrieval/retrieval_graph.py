@@ -32,10 +32,15 @@ class RetrievalGraph:
             a mention (the passage whose title is mentioned -> the mentioning one), for retrievers
             that walk them at a lower weight; ``edge_index`` must then be clean already (a saved
             index's or a build's graph). (default: ``None``, none)
+        edge_mention: ``[E]`` bool, the edges of ``edge_index`` along which a passage names the
+            other's title (a mention in its own direction, not its reverse), for retrievers that
+            trust what the corpus's own passages name; ``edge_index`` must then be clean already.
+            (default: ``None``, none)
     """
 
     def __init__(self, edge_index: Tensor, embeddings: Tensor, device: torch.device | str = "cpu", normalized: bool = False,
-                 edge_weight: Tensor | None = None, num_passages: int | None = None, edge_backlink: Tensor | None = None):
+                 edge_weight: Tensor | None = None, num_passages: int | None = None, edge_backlink: Tensor | None = None,
+                 edge_mention: Tensor | None = None):
         if embeddings.dim() != 2 or embeddings.size(0) == 0:
             raise ValueError(f"embeddings must be a non-empty [N, d] matrix, got {tuple(embeddings.shape)}")
         if num_passages is not None and not 0 < num_passages <= embeddings.size(0):
@@ -53,8 +58,9 @@ class RetrievalGraph:
         edge_index, edge_weight = edge_index.long(), None if edge_weight is None else edge_weight.float()
         # a saved index's graph is clean already: taken as it is, without importing torch_geometric (more than a second)
         clean = is_clean_undirected(edge_index, self.num_nodes, edge_weight)
-        if edge_backlink is not None and (edge_backlink.shape != edge_index[0].shape or not clean):
-            raise ValueError("edge_backlink needs one flag per edge of a clean (symmetric, coalesced, self-loop-free) edge_index")
+        for name, flags in (("edge_backlink", edge_backlink), ("edge_mention", edge_mention)):
+            if flags is not None and (flags.shape != edge_index[0].shape or not clean):
+                raise ValueError(f"{name} needs one flag per edge of a clean (symmetric, coalesced, self-loop-free) edge_index")
         if not clean:
             edge_index, edge_weight = _clean(edge_index, edge_weight, self.num_nodes)
         self.edge_index = edge_index.to(self.device)
@@ -72,6 +78,7 @@ class RetrievalGraph:
         self.up_col = self.up_edge_index[1]
         self.edge_weight = None if edge_weight is None else edge_weight.to(self.device)
         self.edge_backlink = None if edge_backlink is None or not edge_backlink.any() else edge_backlink.bool().to(self.device)
+        self.edge_mention = None if edge_mention is None or not edge_mention.any() else edge_mention.bool().to(self.device)
         if normalized and embeddings.dtype == torch.float32:
             self.embeddings = embeddings.to(self.device)
         else:
@@ -82,6 +89,12 @@ class RetrievalGraph:
         """Columns of ``edge_index`` of the upward edges ``slot`` (as a local graph's
         ``edge_slot`` names them), then of their reverses."""
         return torch.cat([self.up_edge_id[slot], self.up_reverse_id[slot]])
+
+    def times_named(self) -> Tensor:
+        """``[N]`` how many passages name each node's title (:attr:`edge_mention` edges into it)."""
+        if self.edge_mention is None:
+            return torch.zeros(self.num_nodes, dtype=torch.long, device=self.device)
+        return torch.bincount(self.edge_index[1][self.edge_mention], minlength=self.num_nodes)
 
     def require_edge_weight(self) -> Tensor:
         """The edge weights, for a retriever asked to walk them."""

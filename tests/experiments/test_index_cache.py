@@ -32,10 +32,11 @@ def test_indexes_built_by_older_graph_builders_are_not_reused(monkeypatch):
     assert key() != before
 
 
-def test_entity_graph_indexes_stored_with_other_knobs_are_not_reused(monkeypatch):
-    """A cached index keeps the knobs it was built with: when the entity graph's knobs change, its
-    entry changes; graphs that store no knobs keep theirs."""
-    entity, plain = key(graph={"entity_graph": {}}), key()
-    changed = {**cache.graph_knobs({"entity_graph": {}}), "iso": {"hops": 2, "tau": 5.0}}
-    monkeypatch.setattr(cache, "graph_knobs", lambda graph: changed if "entity_graph" in graph else {})
-    assert key(graph={"entity_graph": {}}) != entity and key() == plain
+def test_indexes_stored_with_other_knobs_are_not_reused(monkeypatch):
+    """A cached index keeps the knobs it was built with: when the knobs its graph stores change
+    (an entity graph's, title mentions'), its entry changes; graphs that store no knobs keep theirs."""
+    assert cache.graph_knobs({"title_mention": {}}) and not cache.graph_knobs({"knn": {}})
+    entity, titles, plain = key(graph={"entity_graph": {}}), key(), key(graph={"knn": {}})
+    stored = cache.graph_knobs
+    monkeypatch.setattr(cache, "graph_knobs", lambda graph: {**stored(graph), "iso": {"hops": 2, "tau": 5.0}} if stored(graph) else {})
+    assert key(graph={"entity_graph": {}}) != entity and key() != titles and key(graph={"knn": {}}) == plain
