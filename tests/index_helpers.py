@@ -78,7 +78,9 @@ def rewrite(directory: Path, tensors: dict | None = None, edit=None) -> None:
     if edit is not None:
         edit(manifest)
     manifest["manifest_sha256"] = _manifest_digest(manifest)
-    (directory / MANIFEST).write_text(json.dumps(manifest))
+    staged = directory / f".{MANIFEST}.rewrite"
+    staged.write_text(json.dumps(manifest))
+    os.replace(staged, directory / MANIFEST)  # whole: a server watching the index never reads half a manifest
 
 
 def _with(tensors: dict, key: str, value: torch.Tensor) -> dict:

@@ -131,8 +131,8 @@ def test_chat_models_get_the_prompt_as_a_message(tmp_path):
 
 def test_failures_are_retried_and_each_passage_is_answered_once(tmp_path):
     failures = {f"entities|{PASSAGES[0]}": ["500", "429"], f"triples|{PASSAGES[1]}": ["timeout", "malformed"]}
-    with FakeLLM(failures, answers=scripted_answers(PASSAGES), key=openie_key, delay=1.5) as server:
-        out = extractor(server, tmp_path, timeout=0.5, max_retries=3).extract(PASSAGES)
+    with FakeLLM(failures, answers=scripted_answers(PASSAGES), key=openie_key, delay=4.0) as server:  # a real answer never nears 2 s
+        out = extractor(server, tmp_path, timeout=2.0, max_retries=3).extract(PASSAGES)
     assert out.triples[1][0] == ("Town1", "located in", "Region1") and out.entities[0][:3] == ["Town0", "Region0", "1800"]
     assert server.requests[f"entities|{PASSAGES[0]}"] == 3 and server.requests[f"triples|{PASSAGES[1]}"] == 3
     assert all(n == 1 for n in server.completions.values())

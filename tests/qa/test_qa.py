@@ -44,8 +44,9 @@ def test_retries_lose_nothing_and_count_nothing_twice(tmp_path):
     qs, passages = questions(12)
     failures = {qs[0].text: ["429", "429"], qs[1].text: ["500"], qs[2].text: ["timeout"], qs[3].text: ["malformed", "500"]}
     cache = tmp_path / "answers.jsonl"
-    with FakeLLM(failures, delay=1.5) as server:
-        gen = OpenAIChatGenerator(server.base_url, "fake", concurrency=4, max_retries=4, timeout=0.5, backoff=0.01, cache_path=cache)
+    # the scripted timeout sleeps well past the client's timeout, which no real answer comes near even on a loaded machine
+    with FakeLLM(failures, delay=4.0) as server:
+        gen = OpenAIChatGenerator(server.base_url, "fake", concurrency=4, max_retries=4, timeout=2.0, backoff=0.01, cache_path=cache)
         metrics, rows = answer_questions(gen, TEMPLATE, qs, passages)
         assert [r["id"] for r in rows] == [q.id for q in qs]
         assert metrics["em"] == 1.0 and metrics["f1"] == 1.0 and metrics["qa_questions"] == 12

@@ -76,13 +76,13 @@ def test_idle_sockets_are_closed_after_the_read_timeout_and_never_starve_request
             except ConnectionResetError:
                 pass
             sock.close()
-        assert time.monotonic() - start < 3
+        assert time.monotonic() - start < 5  # the read timeout is 1 s; a socket never closed would time out recv first
         assert gate.describe()["timed_out"] >= 1 and gate.describe()["open"] <= 1
 
 
 def test_a_slow_request_is_cut_off_from_accept_and_a_kept_alive_client_keeps_its_connection():
     gate = ConnectionGate(max_connections=50, max_per_client=50)
-    with serving(echo_app, gate, read_timeout=1.0) as address:
+    with serving(echo_app, gate, read_timeout=2.0) as address:
         with socket.create_connection(address, timeout=5) as slow:
             start = time.monotonic()
             request = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 20
@@ -93,9 +93,9 @@ def test_a_slow_request_is_cut_off_from_accept_and_a_kept_alive_client_keeps_its
                 received = slow.recv(1024)
             except (BrokenPipeError, ConnectionResetError):
                 received = b""
-            assert received == b"" and time.monotonic() - start < 2.5
+            assert received == b"" and time.monotonic() - start < 3.5  # the whole request would take 5 s
         with httpx.Client(base_url=f"http://{address[0]}:{address[1]}", timeout=10) as client:
-            for _ in range(3):  # one connection, kept alive across requests spaced under the timeout
+            for _ in range(6):  # one connection, kept alive across requests spaced well under the timeout, longer than it in all
                 assert client.get("/").status_code == 200
                 time.sleep(0.5)
         assert gate.describe()["accepted"] == 2
