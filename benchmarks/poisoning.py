@@ -230,7 +230,7 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str,
             "bridging": bridging_report(index, injected, shares) if injected else None,
             "description": attack.description, "injected": len(attack.injected), "modified": len(attack.modified),
             "targets": len(attack.targets), "graph_edges": index.statistics.get("edges"), "entities": index.statistics.get("entities"),
-            "examples": [{"id": p.id, "title": p.title, "text": p.text} for p in (attack.injected or attack.modified)[:2]],
+            "examples": [{"id": p.id, "title": "" if args.blank_titles else p.title, "text": p.text} for p in (attack.injected or attack.modified)[:2]],
             "metrics": {r: attack_metrics(clean_top[r], attacked_top[r], gold, attack.targets, injected, modified) for r in names},
         }
         if reading is not None and attack.wrong_answers and split == "dev":  # the targets are dev questions; train cuts choose knobs

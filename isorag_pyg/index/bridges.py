@@ -24,7 +24,8 @@ TIES_SHOWN = 8
 class Bridge:
     """One passage of the report: its bridging score, the neighbours (entity names, passage
     titles) whose profiles it inflates most, and whether the walk leaves it out (``left_out``:
-    among the ISO-RAG knob ``bridge_share`` of highest scores; ``quarantined``: by a user)."""
+    among the ISO-RAG knob ``bridge_share`` of highest scores, walked only for the questions one of
+    whose seeds names it by a specific title; ``quarantined``: by a user, for every question)."""
 
     id: str
     title: str

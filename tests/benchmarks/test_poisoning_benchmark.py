@@ -117,3 +117,19 @@ def test_poisoning_script_runs_every_attack_and_retriever_on_a_synthetic_corpus(
     reader = entry["attacks"]["answer"]["reader"]  # the packaged reader over each retriever's attacked top 5
     assert set(reader) == {"dense", "ppr", "hipporag", "iso", "iso_no_bridges", "iso_near_duplicates_kept"}
     assert all(r["questions"] == 3 and 0.0 <= r["targets_with_attacker_answer"] <= 1.0 for r in reader.values())
+
+
+@pytest.mark.slow
+def test_poisoning_script_blanks_every_title_the_injected_passages_too(tmp_path):
+    overrides = ["dataset.generator.num_entities=60", "dataset.generator.num_hubs=2", "dataset.generator.hub_size=15",
+                 "dataset.generator.num_questions=20"]
+    subprocess.run([sys.executable, "-m", "benchmarks.poisoning", "--datasets", "synthetic", "--split", "dev", "--targets", "6",
+                    "--injected", "2", "--per-passage", "3", "--attacks", "relation", "--no-check-add", "--blank-titles",
+                    "--bridge-shares", "0.05", "--out", "blank.json", *(arg for o in overrides for arg in ("--override", o))],
+                   cwd=REPO, env={**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}, check=True, capture_output=True, text=True)
+    (entry,) = json.loads((tmp_path / "blank.json").read_text())["results"]
+    assert entry["titles"] == "blank" and "title_mention" not in entry["builders"]  # nothing left to mention
+    assert "bridge_share" not in entry["knobs"].get("iso", {})  # so the untitled default share applies
+    relation = entry["attacks"]["relation"]
+    assert all(example["title"] == "" for example in relation["examples"])
+    assert relation["bridging"]["iso@0.05"]["bridge_share"] == 0.05 and 0.0 <= relation["metrics"]["iso@0.05"]["asr@5"] <= 1.0
