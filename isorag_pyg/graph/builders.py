@@ -69,12 +69,13 @@ DIRECTED_BUILDERS = frozenset({"title_mention"})
 
 def mention_edges(edge_source: torch.Tensor, builders: Sequence[str], edge_backlink: torch.Tensor | None) -> torch.Tensor | None:
     """``[E]`` bool, the edges of a corpus graph (bitmask ``edge_source`` over ``builders``) along
-    which a passage names the other's title: made by ``title_mention``, and not only as the
-    reverse of a mention (``edge_backlink``); ``None`` where the graph has no title mentions or does
-    not record their direction."""
+    which a passage names the other's title: made by ``title_mention`` alone, and not only as the
+    reverse of a mention (``edge_backlink``). An edge another builder made too (kNN, adjacent
+    chunks) is left out: ``edge_backlink`` then no longer tells which way the mention points.
+    ``None`` where the graph has no title mentions or does not record their direction."""
     if "title_mention" not in builders or edge_backlink is None:
         return None
-    return (edge_source & (1 << list(builders).index("title_mention"))).ne(0) & ~edge_backlink.bool()
+    return edge_source.eq(1 << list(builders).index("title_mention")) & ~edge_backlink.bool()
 
 
 def title_mention(

@@ -198,7 +198,8 @@ class ISORetriever:
         the :attr:`left_out` passages, less the bridges whose title one of their question's seeds
         (local positions ``seed_pos``) names, where few passages name it
         (:func:`specifically_named`). A passage's author writes its own mentions, not the mentions
-        of it: the corpus's own passages naming a bridge is what an injected one cannot forge."""
+        of it: an injected bridge comes back only for a question one of whose seeds names it, a
+        passage its attacker did not write or one he made read like that question."""
         left_out = self.left_out[node]
         named = self.named_bridge[node]
         if not named.any():

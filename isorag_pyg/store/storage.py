@@ -228,7 +228,8 @@ def _read_files(directory: Path, manifest: dict[str, Any], version: OpenedVersio
         raise IndexFormatError(directory / ENTITIES, f"{len(names)} entity names for {entities} entity nodes")
     if "edge_backlink" not in tensors and DIRECTED_BUILDERS.intersection(builders):
         log.warning("%s was saved before the graph recorded which edges are mentions walked backwards (backlinks): ISO-RAG walks "
-                    "them at full weight until the index is rebuilt or updated (isorag add)", directory)
+                    "them at full weight, and takes no left-out bridge back for a question whose passages name it, until the index "
+                    "is rebuilt or updated (isorag add)", directory)
     if "entity_graph" in builders and int(statistics.get("builders_version", 0)) < TITLES_READ_AS_NAMES_SINCE:
         log.warning("%s was built before the entity graph read titles title-cased and entity keys dropped accents: a question that "
                     "spells a title otherwise may miss its article until the index is rebuilt or updated (isorag add)", directory)
