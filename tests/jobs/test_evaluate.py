@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS
+from isorag_pyg.graph.auto import ENTITY_GRAPH_KNOBS, TITLE_MENTION_KNOBS
 from isorag_pyg.index import ISORAGIndex
 from isorag_pyg.jobs.evaluate import run_evaluation
 from isorag_pyg.jobs.train import INDEX_DIR, run_training
@@ -112,7 +112,8 @@ def test_train_py_stores_the_knobs_its_config_sets_over_the_entity_graph_ones(tm
 
     # iso_synthetic (the synthetic corpus's retriever) sets hops 2 and beta 0.3; the entity graph's other knobs stay
     assert trained("entity", "graph=entity_graph")["iso"] == {**ENTITY_GRAPH_KNOBS["iso"], "hops": 2, "beta": 0.3}
-    assert "iso" not in trained("plain", "retriever=iso")  # nothing set, nothing stored: the defaults
+    # nothing set: what the graph alone stores (title mentions: TITLE_MENTION_KNOBS), else the defaults
+    assert trained("plain", "retriever=iso") == TITLE_MENTION_KNOBS
 
 
 def test_compare_refuses_retriever_knobs_its_entries_would_not_get(tmp_path):
