@@ -199,7 +199,8 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str,
     if full is None:
         raise SystemExit(f"{dataset} has no {split} questions")
     cut, how = poisoning_cut(full, args.passages)
-    questions, corpus = cut.questions, (blanked(cut.corpus) if args.blank_titles else cut.corpus)
+    prepare = blanked if args.blank_titles else list  # what the index sees of a corpus: titles kept or blank
+    questions, corpus = cut.questions, prepare(cut.corpus)
     seed = f"{args.seed}:{dataset}:{split}"
     clean = build(corpus, encoder)
     queries = Queries([q.text for q in questions], encoder.encode([q.text for q in questions]))
@@ -218,8 +219,7 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str,
     }
     for name in args.attacks:
         attack = attacks[name]
-        attacked_corpus = blanked(attack.corpus(corpus)) if args.blank_titles else attack.corpus(corpus)
-        index = build(attacked_corpus, encoder)
+        index = build(prepare(attack.corpus(corpus)), encoder)
         attacked_top = top_k(index, queries, names)
         injected = {p.id for p in attack.injected}
         modified = {p.id for p in attack.modified}
@@ -230,7 +230,7 @@ def run_cut(dataset: str, split: str, args: argparse.Namespace, names: dict[str,
             "bridging": bridging_report(index, injected, shares) if injected else None,
             "description": attack.description, "injected": len(attack.injected), "modified": len(attack.modified),
             "targets": len(attack.targets), "graph_edges": index.statistics.get("edges"), "entities": index.statistics.get("entities"),
-            "examples": [{"id": p.id, "title": "" if args.blank_titles else p.title, "text": p.text} for p in (attack.injected or attack.modified)[:2]],
+            "examples": [{"id": p.id, "title": p.title, "text": p.text} for p in prepare(attack.injected or attack.modified)[:2]],
             "metrics": {r: attack_metrics(clean_top[r], attacked_top[r], gold, attack.targets, injected, modified) for r in names},
         }
         if reading is not None and attack.wrong_answers and split == "dev":  # the targets are dev questions; train cuts choose knobs

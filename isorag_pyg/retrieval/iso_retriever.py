@@ -123,6 +123,11 @@ class ISORetriever:
         if quarantined is not None:
             self.left_out |= quarantined.to(graph.device)
             self.named_bridge &= ~quarantined.to(graph.device)
+        # the passages left out for every question lose their edges once, here; a named bridge's
+        # edges are decided per question (:meth:`named_bridges_walked`)
+        always_left_out = self.left_out & ~self.named_bridge
+        up = self.graph.up_edge_index
+        self.edge_keep &= ~(always_left_out[up[0]] | always_left_out[up[1]])
         check_ann_index(ann, graph)
         self.ann = ann
         self.entity_matcher = entity_matcher if knobs.entity_seeds > 0 and graph.num_passages < graph.num_nodes else None
@@ -169,13 +174,18 @@ class ISORetriever:
         k, pool, m = self.sizes(k)
         candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
         local = self.local_graphs(candidates, m, self.entity_seeds(queries.texts))
-        # local edges come as (upward edges, their reverses), both halves over the same slots
-        edge = self.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])
-        left_out = self.walk_left_out(local.node, local.edge_index, edge, local.seed_pos)
-        keep = self.edge_keep[local.edge_slot] & ~(left_out[local.edge_index[0]] | left_out[local.edge_index[1]])
+        keep = self.edge_keep[local.edge_slot]
+        named = self.named_bridge[local.node]
+        has_named = bool(named.any())
         weight = follow = None
-        if self.knobs.edge_weights or self.follows_backlinks:
-            weight, follow = self.walk_edges(edge[keep])
+        if has_named or self.knobs.edge_weights or self.follows_backlinks:
+            # local edges come as (upward edges, their reverses), both halves over the same slots
+            edge = self.graph.edge_ids(local.edge_slot[: local.edge_slot.numel() // 2])
+            if has_named:
+                unwalked = named & ~self.named_bridges_walked(named, local.edge_index, edge, local.seed_pos)
+                keep &= ~(unwalked[local.edge_index[0]] | unwalked[local.edge_index[1]])
+            if self.knobs.edge_weights or self.follows_backlinks:
+                weight, follow = self.walk_edges(edge[keep])
         dense = candidates.score(local.batch, local.node)
         scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
                                     self.knobs, weight, self._ranked(local.node), local.entity_pos, self.entity_weight(local.node[local.entity_pos]),
@@ -204,13 +214,19 @@ class ISORetriever:
         named = self.named_bridge[node]
         if not named.any():
             return left_out
-        seed = torch.zeros_like(left_out)
+        return left_out & ~self.named_bridges_walked(named, edge_index, edge, seed_pos)
+
+    def named_bridges_walked(self, named: Tensor, edge_index: Tensor, edge: Tensor, seed_pos: Tensor) -> Tensor:
+        """Which local nodes are bridges walked for their question: of the :attr:`named_bridge`
+        ones (``named``, local), those a seed (local positions ``seed_pos``) names by a title
+        mention edge (``edge_index`` between local positions, columns ``edge`` of the corpus
+        graph's ``edge_index``)."""
+        seed = torch.zeros_like(named)
         seed[seed_pos.reshape(-1)] = True
         src, dst = edge_index
-        by_seed = seed[src] & named[dst] & self.graph.edge_mention[edge]
-        left_out = left_out.clone()
-        left_out[dst[by_seed]] = False
-        return left_out
+        walked = torch.zeros_like(named)
+        walked[dst[seed[src] & named[dst] & self.graph.edge_mention[edge]]] = True
+        return walked
 
     def top(self, score: Tensor, batch: Tensor, ptr: Tensor, node: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """The ranking: per query (segment ``ptr`` of ``batch``) the top ``k`` positions into
