@@ -1,6 +1,6 @@
 """Citations in an answer: the ``[n]`` markers naming the prompt's numbered passages, or, for an
 answer without markers (a small reader often writes none), the best-ranked passage that contains
-the answer, marked as matched rather than cited."""
+the answer (or all of its words), marked as matched rather than cited."""
 from __future__ import annotations
 
 import re
@@ -39,13 +39,20 @@ def without_markers(answer: str) -> str:
 
 def matched_number(answer: str, texts: Sequence[str]) -> int | None:
     """The number (1-based) of the first of ``texts`` whose normalised words contain the answer's
-    (``None``: none does, or the answer is empty or says the documents do not hold it).
+    as a phrase, else of the first that contains all of them in any order (a reader that
+    reorders or joins what it read: "1,000 idle sockets" from "1,100 idle + 1,000 slow-loris
+    sockets"); ``None``: none does, or the answer is empty or says the documents do not hold it.
 
     Example:
         >>> matched_number("Paris.", ["Lyon is a city.", "The capital is Paris, France."])
+        2
+        >>> matched_number("France, capital", ["Lyon is in France.", "Paris is the capital of France."])
         2
     """
     wanted = normalize_answer(without_markers(answer))
     if not wanted or wanted == normalize_answer(NOT_FOUND):
         return None
-    return next((n for n, text in enumerate(texts, 1) if f" {wanted} " in f" {normalize_answer(text)} "), None)
+    normalized = [normalize_answer(text) for text in texts]
+    phrase = next((n for n, text in enumerate(normalized, 1) if f" {wanted} " in f" {text} "), None)
+    words = set(wanted.split())
+    return phrase if phrase is not None else next((n for n, text in enumerate(normalized, 1) if words <= set(text.split())), None)

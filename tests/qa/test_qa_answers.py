@@ -42,6 +42,10 @@ def test_citations_are_the_numbers_in_the_prompt_in_the_order_cited():
     assert without_markers("Stephen King [2][1]") == "Stephen King" and without_markers("a [1, 2] b") == "a b"
     assert matched_number("The Sarn 7.", ["Quen 5 is a town", "it is near Sarn 7, by the sea"]) == 2
     assert matched_number("Sarn", ["Sarnia is a town"]) is None and matched_number("the documents do not contain the answer", ["x"]) is None
+    # failing a phrase, all of the answer's words in any order; a phrase match wins over an earlier passage with the words
+    assert matched_number("1,000 idle sockets", ["a note", "1,100 idle + 1,000 slow-loris sockets"]) == 2
+    assert matched_number("Sarn 7", ["7 boats left Sarn", "near Sarn 7"]) == 2 and matched_number("Sarn 7", ["7 boats left Sarn"]) == 1
+    assert matched_number("idle sockets 2,000", ["1,100 idle + 1,000 slow-loris sockets"]) is None
 
 
 def test_an_answer_without_markers_cites_the_best_passage_that_contains_it(index):
