@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from isorag_pyg.qa.metrics import normalize_answer
-
 #: What the prompt tells the reader to answer when the passages do not hold the answer.
 NOT_FOUND = "the documents do not contain the answer"
+
+#: Words an answer and a passage are matched without.
+ARTICLES = frozenset({"a", "an", "the"})
 
 #: A citation marker: ``[3]``, or several numbers in one pair of brackets (``[1, 2]``).
 MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
@@ -37,11 +38,24 @@ def without_markers(answer: str) -> str:
     return re.sub(r"\s+", " ", MARKER.sub("", answer)).strip()
 
 
+def citation_words(text: str) -> list[str]:
+    """``text``'s words for matching an answer to a passage: lower case, split at every
+    character that is not a letter or a digit (so ``ISORAG_API_KEY=KEY`` is four words and
+    ``1,000`` two), articles left out.
+
+    Example:
+        >>> citation_words("The ISORAG_API_KEY=KEY, 1,000 times")
+        ['isorag', 'api', 'key', 'key', '1', '000', 'times']
+    """
+    return [w for w in re.findall(r"[^\W_]+", text.lower()) if w not in ARTICLES]
+
+
 def matched_number(answer: str, texts: Sequence[str]) -> int | None:
-    """The number (1-based) of the first of ``texts`` whose normalised words contain the answer's
-    as a phrase, else of the first that contains all of them in any order (a reader that
-    reorders or joins what it read: "1,000 idle sockets" from "1,100 idle + 1,000 slow-loris
-    sockets"); ``None``: none does, or the answer is empty or says the documents do not hold it.
+    """The number (1-based) of the first of ``texts`` whose words (:func:`citation_words`)
+    contain the answer's as a phrase, else of the first that contains all of them in any order
+    (a reader that reorders or joins what it read: "1,000 idle sockets" from "1,100 idle +
+    1,000 slow-loris sockets"); ``None``: none does, or the answer is empty or says the
+    documents do not hold it.
 
     Example:
         >>> matched_number("Paris.", ["Lyon is a city.", "The capital is Paris, France."])
@@ -49,10 +63,10 @@ def matched_number(answer: str, texts: Sequence[str]) -> int | None:
         >>> matched_number("France, capital", ["Lyon is in France.", "Paris is the capital of France."])
         2
     """
-    wanted = normalize_answer(without_markers(answer))
-    if not wanted or wanted == normalize_answer(NOT_FOUND):
+    wanted = citation_words(without_markers(answer))
+    if not wanted or wanted == citation_words(NOT_FOUND):
         return None
-    normalized = [normalize_answer(text) for text in texts]
-    phrase = next((n for n, text in enumerate(normalized, 1) if f" {wanted} " in f" {text} "), None)
-    words = set(wanted.split())
-    return phrase if phrase is not None else next((n for n, text in enumerate(normalized, 1) if words <= set(text.split())), None)
+    texts = [citation_words(text) for text in texts]
+    phrase = " ".join(wanted)
+    found = next((n for n, words in enumerate(texts, 1) if f" {phrase} " in f" {' '.join(words)} "), None)
+    return found if found is not None else next((n for n, words in enumerate(texts, 1) if set(wanted) <= set(words)), None)

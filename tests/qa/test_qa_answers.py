@@ -46,6 +46,8 @@ def test_citations_are_the_numbers_in_the_prompt_in_the_order_cited():
     assert matched_number("1,000 idle sockets", ["a note", "1,100 idle + 1,000 slow-loris sockets"]) == 2
     assert matched_number("Sarn 7", ["7 boats left Sarn", "near Sarn 7"]) == 2 and matched_number("Sarn 7", ["7 boats left Sarn"]) == 1
     assert matched_number("idle sockets 2,000", ["1,100 idle + 1,000 slow-loris sockets"]) is None
+    # words split at anything but letters and digits: an identifier matches however it is punctuated or cased
+    assert matched_number("The `isorag_api_key` variable.", ["a key", "`ISORAG_API_KEY=KEY` (the variable keeps the key out of `ps`)"]) == 2
 
 
 def test_an_answer_without_markers_cites_the_best_passage_that_contains_it(index):
