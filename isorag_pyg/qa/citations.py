@@ -6,11 +6,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import regex
+
+from isorag_pyg.graph.text import normalize_unicode
+
 #: What the prompt tells the reader to answer when the passages do not hold the answer.
 NOT_FOUND = "the documents do not contain the answer"
 
 #: Words an answer and a passage are matched without.
 ARTICLES = frozenset({"a", "an", "the"})
+#: A word: runs of letters, digits and marks, joined by what may join them inside a word.
+WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+(?:[-_',.\u2019][\p{L}\p{N}\p{M}]+)*")
+#: The joiners a word drops: all but a point between digits.
+JOINERS = regex.compile(r"[-_',\u2019]|(?<!\d)\.|\.(?!\d)")
 
 #: A citation marker: ``[3]``, or several numbers in one pair of brackets (``[1, 2]``).
 MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
@@ -39,15 +47,19 @@ def without_markers(answer: str) -> str:
 
 
 def citation_words(text: str) -> list[str]:
-    """``text``'s words for matching an answer to a passage: lower case, split at every
-    character that is not a letter or a digit (so ``ISORAG_API_KEY=KEY`` is four words and
-    ``1,000`` two), articles left out.
+    """``text``'s words for matching an answer to a passage: Unicode-normalised
+    (:func:`~isorag_pyg.graph.text.normalize_unicode`) and case-folded; a word is a run of
+    letters, digits and marks, with what joins such runs inside it dropped (``-``, ``_``, ``'``,
+    ``,``, and ``.`` but between digits), so ``e-mail``, ``E_MAIL`` and ``email`` are one word,
+    ``1,000`` is ``1000`` (not the ``000`` of ``5,000``) and ``3.14`` keeps its point; anything
+    else separates words (``ISORAG_API_KEY=KEY`` is two); articles left out.
 
     Example:
-        >>> citation_words("The ISORAG_API_KEY=KEY, 1,000 times")
-        ['isorag', 'api', 'key', 'key', '1', '000', 'times']
+        >>> citation_words("The ISORAG_API_KEY=KEY, 1,000 e-mails in the U.S., pi 3.14")
+        ['isoragapikey', 'key', '1000', 'emails', 'in', 'us', 'pi', '3.14']
     """
-    return [w for w in re.findall(r"[^\W_]+", text.lower()) if w not in ARTICLES]
+    words = (JOINERS.sub("", word) for word in WORD.findall(normalize_unicode(text).casefold()))
+    return [w for w in words if w not in ARTICLES]
 
 
 def matched_number(answer: str, texts: Sequence[str]) -> int | None:

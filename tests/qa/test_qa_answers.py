@@ -48,6 +48,13 @@ def test_citations_are_the_numbers_in_the_prompt_in_the_order_cited():
     assert matched_number("idle sockets 2,000", ["1,100 idle + 1,000 slow-loris sockets"]) is None
     # words split at anything but letters and digits: an identifier matches however it is punctuated or cased
     assert matched_number("The `isorag_api_key` variable.", ["a key", "`ISORAG_API_KEY=KEY` (the variable keeps the key out of `ps`)"]) == 2
+    # a number is one word, its separators dropped: no match on a part of another number, in a phrase or among all the words
+    assert matched_number("500", ["It cost $2,500 in all."]) is None and matched_number("14", ["pi is 3.14"]) is None
+    assert matched_number("100 idle", ["1,100 idle sockets"]) is None and matched_number("1,000", ["On 1 May, 5,000 came", "1000 came"]) == 2
+    assert matched_number("1,000", ["1,000,000 people"]) is None and matched_number("3.14", ["pi is 3.14."]) == 1
+    # hyphens, case and Unicode forms read alike
+    assert matched_number("email", ["send an e-mail"]) == 1 and matched_number("STRASSE", ["die Straße"]) == 1
+    assert matched_number("cafe\u0301", ["un caf\u00e9 noir"]) == 1
 
 
 def test_an_answer_without_markers_cites_the_best_passage_that_contains_it(index):
