@@ -110,7 +110,8 @@ class ISORetriever:
         if knobs.edge_weights:
             graph.require_edge_weight()
         # φ is per node, so whether an edge survives the filter does not depend on the query:
-        # decide it once for every corpus edge, then look it up for each local subgraph
+        # decide it once for every corpus edge, then look it up for each local subgraph (below, the
+        # edges of the passages left out for every question are taken out of it too)
         self.edge_keep = isoperimetric_keep_mask(self.graph.up_edge_index, self.log_phi, knobs.beta)
         # passages the walk leaves out: the strongest bridges (scores ablated as φ is) and the quarantined;
         # a bridge whose specific title one of a question's seeds names is walked for that question
