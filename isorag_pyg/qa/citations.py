@@ -4,11 +4,10 @@ the answer (or all of its words), marked as matched rather than cited."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 import regex
-
-from isorag_pyg.graph.text import normalize_unicode
 
 #: What the prompt tells the reader to answer when the passages do not hold the answer.
 NOT_FOUND = "the documents do not contain the answer"
@@ -47,8 +46,8 @@ def without_markers(answer: str) -> str:
 
 
 def citation_words(text: str) -> list[str]:
-    """``text``'s words for matching an answer to a passage: Unicode-normalised
-    (:func:`~isorag_pyg.graph.text.normalize_unicode`) and case-folded; a word is a run of
+    """``text``'s words for matching an answer to a passage: NFKC-normalised (composed and
+    decomposed accents read alike) and case-folded; a word is a run of
     letters, digits and marks, with what joins such runs inside it dropped (``-``, ``_``, ``'``,
     ``,``, and ``.`` but between digits), so ``e-mail``, ``E_MAIL`` and ``email`` are one word,
     ``1,000`` is ``1000`` (not the ``000`` of ``5,000``) and ``3.14`` keeps its point; anything
@@ -58,7 +57,7 @@ def citation_words(text: str) -> list[str]:
         >>> citation_words("The ISORAG_API_KEY=KEY, 1,000 e-mails in the U.S., pi 3.14")
         ['isoragapikey', 'key', '1000', 'emails', 'in', 'us', 'pi', '3.14']
     """
-    words = (JOINERS.sub("", word) for word in WORD.findall(normalize_unicode(text).casefold()))
+    words = (JOINERS.sub("", word) for word in WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
     return [w for w in words if w not in ARTICLES]
 
 
