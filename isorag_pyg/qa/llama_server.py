@@ -132,7 +132,8 @@ def signal_cause(name: str) -> str:
 
 class LlamaServer:
     """Starts ``python -m llama_cpp.server`` on a free port of 127.0.0.1 and waits until it
-    answers ``/v1/models``; :meth:`stop` (or leaving the ``with`` block) ends it. ``settings``:
+    answers ``/v1/models``; :meth:`stop` (or leaving the ``with`` block) ends it, and so does the
+    end of this process, however it ends (:mod:`~isorag_pyg.qa.tied_process`). ``settings``:
     threads, logits and batch sizes (:class:`ReaderSettings`). The server keeps the KV cache of
     the previous prompt, so a shared prefix (the few-shot examples) is computed once;
     :meth:`timings` reads llama.cpp's prompt and generation times of every completion so far."""
@@ -159,7 +160,8 @@ class LlamaServer:
         except ImportError as err:
             raise ServerError("llama-cpp-python[server] is not installed (.ci/run builds and caches its wheel)") from err
         self.port = free_port()
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.model,
+        # tied to this process: the server ends when this process does, however it ends
+        cmd = [sys.executable, "-m", "isorag_pyg.qa.tied_process", str(os.getpid()), "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.model,
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx), *self.settings.args()] + (["--embedding", "true"] if self.embedding else [])
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
