@@ -47,9 +47,9 @@ def without_markers(answer: str) -> str:
 
 def citation_words(text: str) -> list[str]:
     """``text``'s words for matching an answer to a passage: NFKC-normalised (composed and
-    decomposed accents read alike) and case-folded; a word is a run of
-    letters, digits and marks, with what joins such runs inside it dropped (``-``, ``_``, ``'``,
-    ``,``, and ``.`` but between digits), so ``e-mail``, ``E_MAIL`` and ``email`` are one word,
+    decomposed accents read alike) and case-folded; a word is a run of letters, digits and marks,
+    with what joins such runs inside it dropped (``-``, ``_``, ``'``, ``,``, and ``.`` but
+    between digits), so ``e-mail``, ``E_MAIL`` and ``email`` are one word,
     ``1,000`` is ``1000`` (not the ``000`` of ``5,000``) and ``3.14`` keeps its point; anything
     else separates words (``ISORAG_API_KEY=KEY`` is two); articles left out.
 
