@@ -31,6 +31,14 @@ def running(pid: int) -> bool:
         return False
 
 
+def ends_within(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` stops running (:func:`running`) within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not running(pid)
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads process states from /proc (Linux)")
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_tied_child_runs_its_module_while_the_parent_lives_and_ends_when_the_parent_is_killed(how):
@@ -43,10 +51,7 @@ def test_a_tied_child_runs_its_module_while_the_parent_lives_and_ends_when_the_p
         assert running(child)
         os.kill(parent.pid, how)
         parent.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while running(child) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not running(child), f"the tied child outlived its parent ({how.name})"
+        assert ends_within(child, 10), f"the tied child outlived its parent ({how.name})"
     finally:
         parent.kill()
         parent.wait()
@@ -77,10 +82,7 @@ def test_the_llama_server_ends_when_the_process_that_started_it_is_killed(llama_
         assert running(server)
         os.kill(parent.pid, signal.SIGKILL)  # no clean-up runs in the parent: only the tie ends the server
         parent.wait(timeout=10)
-        deadline = time.monotonic() + 15
-        while running(server) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not running(server), "the llama.cpp server outlived the process that started it"
+        assert ends_within(server, 15), "the llama.cpp server outlived the process that started it"
     finally:
         parent.kill()
         parent.wait()
