@@ -32,6 +32,8 @@ def main(argv: list[str]) -> None:
     if len(argv) < 2 or not argv[0].isdigit():
         raise SystemExit(USAGE)
     parent, module = int(argv[0]), argv[1]
+    if os.getppid() != parent:
+        raise SystemExit(f"process {parent} is not this process's parent (it ended already, or the pid is wrong)")
     threading.Thread(target=end_with_parent, args=(parent,), name="end-with-parent", daemon=True).start()
     sys.argv = [module, *argv[2:]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)

@@ -61,6 +61,8 @@ def test_a_bad_command_line_says_how_to_call_it():
     for argv in ([], ["123"], ["abc", "http.server"]):
         with pytest.raises(SystemExit, match="usage: python -m isorag_pyg.qa.tied_process PARENT_PID MODULE"):
             main(argv)
+    with pytest.raises(SystemExit, match=f"process {os.getpid()} is not this process's parent"):
+        main([str(os.getpid()), "http.server"])  # a process is never its own parent: nothing runs untied
 
 
 # a parent that starts the packaged reader's llama.cpp server, prints its pid, then waits to be killed
