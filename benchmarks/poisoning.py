@@ -72,12 +72,13 @@ from isorag_pyg.utils.bridging import bridge_mask
 #: Compared side by side: label -> (retriever name, knobs over the index's stored ones). ``iso``
 #: leaves its strongest bridges out of the walk (``bridge_share``) and walks one-way mentions
 #: backwards at a lower weight (``backlink_weight``) and ranks near-duplicates after the rest
-#: (``near_duplicate_cosine``); ``iso_no_bridges``, ``iso_full_backlinks`` and ``iso_near_duplicates_kept``
-#: are ISO-RAG without the one or the other; the φ ablations ablate the bridging scores too.
+#: (``near_duplicate_cosine``) and gates the mass of the entities a question names by cosine
+#: (``entity_gate``); ``iso_no_bridges``, ``iso_full_backlinks``, ``iso_near_duplicates_kept`` and
+#: ``iso_no_entity_gate`` are ISO-RAG without one of them; the φ ablations ablate the bridging scores too.
 RETRIEVERS: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}), "bm25": ("bm25", {}), "ppr": ("ppr", {}), "hipporag": ("hipporag", {}),
     "iso": ("iso", {}), "iso_no_bridges": ("iso", {"bridge_share": 0.0}), "iso_full_backlinks": ("iso", {"backlink_weight": 1.0}),
-    "iso_near_duplicates_kept": ("iso", {"near_duplicate_cosine": 2.0}),
+    "iso_near_duplicates_kept": ("iso", {"near_duplicate_cosine": 2.0}), "iso_no_entity_gate": ("iso", {"entity_gate": 0.0}),
     "iso_uniform": ("iso_uniform", {}),
     "iso_shuffled": ("iso_shuffled", {}),
 }
@@ -297,6 +298,8 @@ def main() -> None:
                         help="also run ISO-RAG with these backlink_weight values (iso@backlinkW; the choice of the default, on train)")
     parser.add_argument("--near-duplicate-cosines", nargs="*", type=float, default=[],
                         help="also run ISO-RAG with these near_duplicate_cosine values (iso@dupC; the choice of the default, on train)")
+    parser.add_argument("--entity-gates", nargs="*", type=float, default=[],
+                        help="also run ISO-RAG with these entity_gate values (iso@gateG; the choice of the default, on train)")
     parser.add_argument("--reader", action="store_true", help="answer injection on the dev cuts: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
     parser.add_argument("--reader-questions", type=int, default=100, help="questions read per cut, the targets first")
     parser.add_argument("--threads", type=int, default=ReaderSettings().threads,
@@ -308,7 +311,8 @@ def main() -> None:
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     names = {**RETRIEVERS, **{f"iso@{share:g}": ("iso", {"bridge_share": share}) for share in args.bridge_shares},
              **{f"iso@backlink{weight:g}": ("iso", {"backlink_weight": weight}) for weight in args.backlink_weights},
-             **{f"iso@dup{cosine:g}": ("iso", {"near_duplicate_cosine": cosine}) for cosine in args.near_duplicate_cosines}}
+             **{f"iso@dup{cosine:g}": ("iso", {"near_duplicate_cosine": cosine}) for cosine in args.near_duplicate_cosines},
+             **{f"iso@gate{slope:g}": ("iso", {"entity_gate": slope}) for slope in args.entity_gates}}
     encoder = MemoEncoder()
     entries = []
     with ExitStack() as stack:

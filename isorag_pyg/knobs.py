@@ -168,14 +168,13 @@ class ISOKnobs(Knobs):
         entity_focus: how a query-matched entity seed splits its mass among the passages that mention it: in proportion to
             ``exp(entity_focus * cosine with the question)`` (``0``: evenly, as HippoRAG does): a passage that merely names it (a
             list, an injected passage) gets less. Chosen on training questions (the poisoning benchmark; it raised clean Recall@5).
-        backlink_weight: the share of its transition probability at which the walk follows a one-way
-            title mention backwards (the graph's ``edge_backlink``: article -> the passage naming
-            it); the rest restarts at the seeds. A passage's author writes its mentions, not the
-            mentions of it, so at ``1`` naming popular titles draws their mass. Chosen on training
-            questions (the poisoning benchmark).
-        near_duplicate_cosine: a passage whose cosine with a better-ranked one of the top k reaches it
-            goes after the rest of the best candidates: copies take one slot (above 1, e.g. 2: off).
-            Chosen on training questions (the poisoning benchmark: the lowest with no clean cost).
+        entity_gate: a passage keeps ``exp(entity_gate * (cosine - best seed cosine))`` (at most all) of a query-matched entity's
+            mass, the rest restarts at the seeds: one that merely names the question's entities gets little (``0``: off; train-chosen).
+        backlink_weight: the share of its transition probability at which the walk follows a one-way title mention backwards (the graph's
+            ``edge_backlink``: article -> the passage naming it); the rest restarts at the seeds. A passage's author writes its mentions,
+            not the mentions of it, so at ``1`` naming popular titles draws their mass. Chosen on training questions (poisoning).
+        near_duplicate_cosine: a passage whose cosine with a better-ranked one of the top k reaches it goes after the rest of the best
+            candidates: copies take one slot (above 1, e.g. 2: off). Chosen on training questions (poisoning: lowest with no clean cost).
     """
 
     num_seeds: int = 5
@@ -198,6 +197,7 @@ class ISOKnobs(Knobs):
     unique_mention_seeds: bool = True
     bridge_share: float = 0.02
     entity_focus: float = 20.0
+    entity_gate: float = 10.0
     backlink_weight: float = 0.05
     near_duplicate_cosine: float = 0.85
 
@@ -206,8 +206,9 @@ class ISOKnobs(Knobs):
             raise ValueError(f"near_duplicate_cosine must be a number >= -1 (above 1: off), got {self.near_duplicate_cosine}")
         if not 0.0 <= self.backlink_weight <= 1.0:
             raise ValueError(f"backlink_weight must lie in [0, 1], got {self.backlink_weight}")
-        if not 0.0 <= self.entity_focus < math.inf:
-            raise ValueError(f"entity_focus must be a finite number >= 0, got {self.entity_focus}")
+        for name in ("entity_focus", "entity_gate"):
+            if not 0.0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.entity_seeds < 1.0:
             raise ValueError(f"entity_seeds must lie in [0, 1), got {self.entity_seeds}")
         if not 0.0 <= self.bridge_share < 1.0:

@@ -130,6 +130,35 @@ def focus_edges_from(sources: Tensor, edge_index: Tensor, edge_weight: Tensor | 
     return weight
 
 
+def entity_gate(dense: Tensor, seed_scores: Tensor, batch: Tensor, slope: float) -> Tensor:
+    """``[M]`` the share of a query-matched entity's mass that each node keeps:
+    ``exp(slope * (cosine - best seed cosine of its question))``, at most 1.
+
+    The question names an entity; whoever wrote a passage chose the names in it. A passage that
+    reads as close to the question as its best seed gets an entity's mass in full; one that only
+    names the entity (an injected passage naming the entities of many questions) keeps a share
+    that shrinks with its distance from the question, the rest restarting at the seeds.
+
+    Example:
+        >>> g = entity_gate(torch.tensor([0.7, 0.6, 0.4]), torch.tensor([[0.6, 0.5]]), torch.zeros(3, dtype=torch.long), 10.0)
+        >>> [round(x, 3) for x in g.tolist()]
+        [1.0, 1.0, 0.135]
+    """
+    best = seed_scores.amax(dim=1)
+    return torch.exp(slope * (dense - best[batch])).clamp(max=1.0)
+
+
+def gate_edges_from(sources: Tensor, edge_index: Tensor, edge_follow: Tensor | None, ranked: Tensor, gate: Tensor) -> Tensor:
+    """``edge_follow`` (default all 1) with each edge from a node of ``sources`` into a passage
+    (``ranked`` node) followed only at its target's ``gate`` share (:func:`entity_gate`); the rest
+    of that transition restarts at the seeds."""
+    src, dst = edge_index
+    follow = torch.ones(src.numel(), device=gate.device) if edge_follow is None else edge_follow.float()
+    is_source = torch.zeros(gate.numel(), dtype=torch.bool, device=gate.device)
+    is_source[sources] = True
+    return torch.where(is_source[src] & ranked[dst], follow * gate[dst], follow)
+
+
 @dataclass
 class LocalScores:
     """Every local node's PPR mass and fused score, and the PPR iterations run."""
@@ -174,6 +203,8 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
                 edge_index, edge_weight, edge_follow = _without_edges_into(named, edge_index, dense.numel(), edge_weight, edge_follow)
             if knobs.entity_focus > 0:
                 edge_weight = focus_edges_from(named, edge_index, edge_weight, dense, ranked, knobs.entity_focus)
+            if knobs.entity_gate > 0:
+                edge_follow = gate_edges_from(named, edge_index, edge_follow, ranked, entity_gate(dense, seed_scores, batch, knobs.entity_gate))
         question = batch[entity_pos]
         total = torch.zeros(seed_scores.size(0), device=dense.device).index_add_(0, question, entity_weight.float())
         share = torch.where(total > 0, knobs.entity_seeds, 0.0)

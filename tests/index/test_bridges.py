@@ -43,12 +43,15 @@ def test_the_injected_bridge_ranks_first_and_the_walk_leaves_it_out(poisoned):
 
 def test_a_left_out_bridge_is_no_longer_walked_to(poisoned):
     question = "Which harbour trades with Velmora?"
-    walked = [h.id for h in poisoned.retrieve([question], k=3, bridge_share=0.0, entity_focus=0.0)[0]]  # Velmora's mass split evenly
-    guarded = [h.id for h in poisoned.retrieve([question], k=3, bridge_share=0.04, entity_focus=0.0)[0]]
+    off = {"entity_focus": 0.0, "entity_gate": 0.0}  # Velmora's mass split evenly, in full
+    walked = [h.id for h in poisoned.retrieve([question], k=3, bridge_share=0.0, **off)[0]]
+    guarded = [h.id for h in poisoned.retrieve([question], k=3, bridge_share=0.04, **off)[0]]
     assert "evil" in walked and "evil" not in guarded
     assert {"a0", "b0"} <= set(guarded)
-    focused = [h.id for h in poisoned.retrieve([question], k=3, bridge_share=0.0)[0]]  # the default focus alone: Velmora's
+    focused = [h.id for h in poisoned.retrieve([question], k=3, bridge_share=0.0, entity_gate=0.0)[0]]  # the default focus alone: Velmora's
     assert "evil" not in focused and {"a0", "b0"} <= set(focused)  # mass goes to the passages that read like the question
+    gated = [h.id for h in poisoned.retrieve([question], k=3, bridge_share=0.0, entity_focus=0.0)[0]]  # the default gate alone: the
+    assert "evil" not in gated and {"a0", "b0"} <= set(gated)  # passage far from the question keeps little of Velmora's mass
 
 
 def test_quarantine_is_kept_by_save_released_and_dropped_with_the_passage(poisoned, tmp_path):

@@ -85,8 +85,8 @@ def test_an_entity_seed_sends_its_mass_to_the_passages_that_read_like_the_questi
     passages = torch.tensor([True, True, False, True, False, True])
 
     def pi(focus: float, weight: torch.Tensor | None = None) -> torch.Tensor:
-        return score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=focus), weight,
-                                  passages, entity, torch.ones(1)).pi
+        return score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=focus, entity_gate=0.0),
+                                  weight, passages, entity, torch.ones(1)).pi
     even, focused = pi(0.0), pi(20.0)
     assert even[3] > even[1]  # evenly: the list, linked on through entity 4, outranks the article
     assert focused[1] > 5 * focused[3] and focused[1] > even[1] and focused[3] < even[3]
@@ -115,6 +115,46 @@ def test_entity_focus_changes_only_edges_from_the_seeds_into_passages():
     assert torch.isclose(focused[:2].sum(), weight[:2].sum()) and focused[0] / focused[1] > weight[0] / weight[1]
     assert torch.allclose(focus_edges_from(torch.tensor([0]), edge_index, weight, dense, ranked, 0.0), weight)
     assert torch.equal(focus_edges_from(torch.empty(0, dtype=torch.long), edge_index, None, dense, ranked, 10.0), torch.ones(5))
+
+
+def test_the_entity_gate_bounds_what_a_passage_far_from_the_question_gets_of_a_named_entity():
+    # passage 0 is the seed (cosine 0.8); entity 2, named by the question, is mentioned by passage 1 (as close to the
+    # question as the seed) and by passage 3 (far from it); entity 4, not named, links 3 to 5
+    edge_index = torch.tensor([[2, 1, 2, 3, 3, 4, 4, 5], [1, 2, 3, 2, 4, 3, 5, 4]])
+    seeds, scores = torch.tensor([[0]]), torch.tensor([[0.8]])
+    dense = torch.tensor([0.8, 0.8, 0.0, 0.3, 0.0, 0.1])
+    batch, ptr, entity = torch.zeros(6, dtype=torch.long), torch.tensor([0, 6]), torch.tensor([2])
+    passages = torch.tensor([True, True, False, True, False, True])
+
+    def pi(gate: float) -> torch.Tensor:
+        return score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=0.0, entity_gate=gate),
+                                  None, passages, entity, torch.ones(1)).pi
+    open_, gated = pi(0.0), pi(10.0)
+    assert gated[3] < 0.05 * open_[3] and gated[5] < open_[5]  # the far passage, and what it passes on, lose the entity's mass
+    assert gated[1] > open_[1] and gated[0] > open_[0]  # what it lost restarts at the seeds; the close passage keeps its share
+    assert torch.isclose(gated.sum(), open_.sum())  # none is lost
+    assert torch.allclose(score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.0, entity_gate=10.0),
+                                             None, passages, entity, torch.ones(1)).pi,
+                          score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.0, entity_gate=0.0),
+                                             None, passages, entity, torch.ones(1)).pi)  # no entity seeds: nothing to gate
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="entity_gate"):
+            ISOKnobs(entity_gate=bad)
+
+
+def test_the_entity_gate_changes_only_edges_from_the_seeds_into_passages():
+    from isorag_pyg.retrieval.scoring import entity_gate, gate_edges_from
+
+    # two questions (nodes 0-3 and 4-5), best seed cosines 0.6 and 0.9
+    dense, batch = torch.tensor([0.6, 0.5, 0.0, 0.7, 0.9, 0.4]), torch.tensor([0, 0, 0, 0, 1, 1])
+    gate = entity_gate(dense, torch.tensor([[0.6, 0.2], [0.9, 0.1]]), batch, 10.0)
+    assert torch.allclose(gate, torch.tensor([1.0, 0.3679, 0.0025, 1.0, 1.0, 0.0067]), atol=1e-4)
+    # entity 2 (the seed) -> passages 0, 1 and entity... ; passage 0 -> passage 1 (not from a seed)
+    edge_index = torch.tensor([[2, 2, 0, 2], [0, 1, 1, 3]])
+    ranked = torch.tensor([True, True, False, False, True, True])
+    follow = gate_edges_from(torch.tensor([2]), edge_index, torch.tensor([1.0, 0.5, 1.0, 1.0]), ranked, gate)
+    assert torch.allclose(follow, torch.tensor([1.0, 0.5 * 0.3679, 1.0, 1.0]), atol=1e-4)  # into an entity or from a passage: unchanged
+    assert torch.equal(gate_edges_from(torch.empty(0, dtype=torch.long), edge_index, None, ranked, gate), torch.ones(4))
 
 
 @pytest.fixture(scope="module")
