@@ -7,7 +7,8 @@ personalized PageRank on the (filtered) local graphs, per-question min-max and t
 
 (on an entity graph with query-matched entity seeds, ``r`` gives those seeds the share
 ``entity_seeds`` by inverse degree and the passage seeds the rest of it, each such seed passes its
-mass to the passages that mention it in proportion to ``exp(entity_focus * s)``, and unless
+mass to the passages that mention it in proportion to ``exp(entity_focus * s)``, a passage keeping
+at most ``exp(entity_gate * (s - the best seed's s))`` of it (the rest restarts), and unless
 ``reenter_entity_seeds`` the walk leaves out the edges into those seeds),
 used by :class:`~isorag_pyg.retrieval.ISORetriever` and PyG's subgraph filter alike; and the
 helpers around it: dense scoring in query chunks (never an N x N matrix), per-segment and per-row
@@ -96,6 +97,13 @@ def _without_edges_into(nodes: Tensor, edge_index: Tensor, num_nodes: int, *alig
     return edge_index[:, keep], *(None if values is None else values[keep] for values in aligned)
 
 
+def edges_from_into_passages(sources: Tensor, edge_index: Tensor, ranked: Tensor) -> Tensor:
+    """``[E]`` bool: the edges of ``edge_index`` from a node of ``sources`` into a passage (``ranked`` node)."""
+    is_source = torch.zeros(ranked.numel(), dtype=torch.bool, device=ranked.device)
+    is_source[sources] = True
+    return is_source[edge_index[0]] & ranked[edge_index[1]]
+
+
 def focus_edges_from(sources: Tensor, edge_index: Tensor, edge_weight: Tensor | None, dense: Tensor, ranked: Tensor,
                      focus: float) -> Tensor:
     """Edge weights under which each node of ``sources`` splits the weight of its edges into
@@ -114,10 +122,8 @@ def focus_edges_from(sources: Tensor, edge_index: Tensor, edge_weight: Tensor | 
         [1.762, 0.238, 1.0]
     """
     weight = torch.ones(edge_index.size(1), device=dense.device) if edge_weight is None else edge_weight.float()
-    is_source = torch.zeros(dense.numel(), dtype=torch.bool, device=dense.device)
-    is_source[sources] = True
     src, dst = edge_index
-    chosen = (is_source[src] & ranked[dst]).nonzero().squeeze(1)
+    chosen = edges_from_into_passages(sources, edge_index, ranked).nonzero().squeeze(1)
     if not chosen.numel():
         return weight
     s, v, w = src[chosen], dense[dst[chosen]].double(), weight[chosen].double()
@@ -130,7 +136,7 @@ def focus_edges_from(sources: Tensor, edge_index: Tensor, edge_weight: Tensor | 
     return weight
 
 
-def entity_gate(dense: Tensor, seed_scores: Tensor, batch: Tensor, slope: float) -> Tensor:
+def entity_gate_shares(dense: Tensor, seed_scores: Tensor, batch: Tensor, slope: float) -> Tensor:
     """``[M]`` the share of a query-matched entity's mass that each node keeps:
     ``exp(slope * (cosine - best seed cosine of its question))``, at most 1.
 
@@ -140,7 +146,7 @@ def entity_gate(dense: Tensor, seed_scores: Tensor, batch: Tensor, slope: float)
     that shrinks with its distance from the question, the rest restarting at the seeds.
 
     Example:
-        >>> g = entity_gate(torch.tensor([0.7, 0.6, 0.4]), torch.tensor([[0.6, 0.5]]), torch.zeros(3, dtype=torch.long), 10.0)
+        >>> g = entity_gate_shares(torch.tensor([0.7, 0.6, 0.4]), torch.tensor([[0.6, 0.5]]), torch.zeros(3, dtype=torch.long), 10.0)
         >>> [round(x, 3) for x in g.tolist()]
         [1.0, 1.0, 0.135]
     """
@@ -150,13 +156,10 @@ def entity_gate(dense: Tensor, seed_scores: Tensor, batch: Tensor, slope: float)
 
 def gate_edges_from(sources: Tensor, edge_index: Tensor, edge_follow: Tensor | None, ranked: Tensor, gate: Tensor) -> Tensor:
     """``edge_follow`` (default all 1) with each edge from a node of ``sources`` into a passage
-    (``ranked`` node) followed only at its target's ``gate`` share (:func:`entity_gate`); the rest
-    of that transition restarts at the seeds."""
-    src, dst = edge_index
-    follow = torch.ones(src.numel(), device=gate.device) if edge_follow is None else edge_follow.float()
-    is_source = torch.zeros(gate.numel(), dtype=torch.bool, device=gate.device)
-    is_source[sources] = True
-    return torch.where(is_source[src] & ranked[dst], follow * gate[dst], follow)
+    (``ranked`` node) followed only at its target's ``gate`` share (:func:`entity_gate_shares`); the
+    rest of that transition restarts at the seeds."""
+    follow = torch.ones(edge_index.size(1), device=gate.device) if edge_follow is None else edge_follow.float()
+    return torch.where(edges_from_into_passages(sources, edge_index, ranked), follow * gate[edge_index[1]], follow)
 
 
 @dataclass
@@ -189,7 +192,8 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
             question's teleport mass, in proportion to ``entity_weight`` (default: none); a
             passage among them (``ranked``) is one seeded for an entity only it mentions. Unless
             ``knobs.reenter_entity_seeds``, the edges into the entity nodes among them are left
-            out of the walk (their edges out stay).
+            out of the walk (their edges out stay); with ``knobs.entity_gate`` a passage follows
+            their edges into it only at its :func:`entity_gate_shares` share.
         edge_follow: ``[E]`` the share of each edge's transition the walk takes, the rest going
             back through the teleport (:func:`~isorag_pyg.utils.ppr.personalized_pagerank`;
             ISO-RAG's ``backlink_weight`` on one-way mentions walked backwards; default: all).
@@ -204,7 +208,8 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
             if knobs.entity_focus > 0:
                 edge_weight = focus_edges_from(named, edge_index, edge_weight, dense, ranked, knobs.entity_focus)
             if knobs.entity_gate > 0:
-                edge_follow = gate_edges_from(named, edge_index, edge_follow, ranked, entity_gate(dense, seed_scores, batch, knobs.entity_gate))
+                gate = entity_gate_shares(dense, seed_scores, batch, knobs.entity_gate)
+                edge_follow = gate_edges_from(named, edge_index, edge_follow, ranked, gate)
         question = batch[entity_pos]
         total = torch.zeros(seed_scores.size(0), device=dense.device).index_add_(0, question, entity_weight.float())
         share = torch.where(total > 0, knobs.entity_seeds, 0.0)

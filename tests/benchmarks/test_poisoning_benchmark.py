@@ -105,7 +105,8 @@ def test_poisoning_script_runs_every_attack_and_retriever_on_a_synthetic_corpus(
     assert "ASR@5" in done.stdout
     (entry,) = json.loads((tmp_path / "poisoning.json").read_text())["results"]
     assert set(entry["attacks"]) == set(ATTACK_CLASSES)
-    retrievers = {"dense", "bm25", "ppr", "hipporag", "iso", "iso_no_bridges", "iso_near_duplicates_kept", "iso_uniform", "iso_shuffled"}
+    retrievers = {"dense", "bm25", "ppr", "hipporag", "iso", "iso_no_bridges", "iso_near_duplicates_kept", "iso_no_entity_gate", "iso_uniform",
+                  "iso_shuffled"}
     for name, attack in entry["attacks"].items():
         assert retrievers <= set(attack["metrics"])
         for m in attack["metrics"].values():

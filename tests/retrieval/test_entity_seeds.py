@@ -133,23 +133,22 @@ def test_the_entity_gate_bounds_what_a_passage_far_from_the_question_gets_of_a_n
     assert gated[3] < 0.05 * open_[3] and gated[5] < open_[5]  # the far passage, and what it passes on, lose the entity's mass
     assert gated[1] > open_[1] and gated[0] > open_[0]  # what it lost restarts at the seeds; the close passage keeps its share
     assert torch.isclose(gated.sum(), open_.sum())  # none is lost
-    assert torch.allclose(score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.0, entity_gate=10.0),
-                                             None, passages, entity, torch.ones(1)).pi,
-                          score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.0, entity_gate=0.0),
-                                             None, passages, entity, torch.ones(1)).pi)  # no entity seeds: nothing to gate
+    # the same graph read as passages only (no ranked mask, no entity seeds): nothing to gate
+    assert torch.equal(score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_gate=10.0)).pi,
+                       score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_gate=0.0)).pi)
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="entity_gate"):
             ISOKnobs(entity_gate=bad)
 
 
 def test_the_entity_gate_changes_only_edges_from_the_seeds_into_passages():
-    from isorag_pyg.retrieval.scoring import entity_gate, gate_edges_from
+    from isorag_pyg.retrieval.scoring import entity_gate_shares, gate_edges_from
 
     # two questions (nodes 0-3 and 4-5), best seed cosines 0.6 and 0.9
-    dense, batch = torch.tensor([0.6, 0.5, 0.0, 0.7, 0.9, 0.4]), torch.tensor([0, 0, 0, 0, 1, 1])
-    gate = entity_gate(dense, torch.tensor([[0.6, 0.2], [0.9, 0.1]]), batch, 10.0)
-    assert torch.allclose(gate, torch.tensor([1.0, 0.3679, 0.0025, 1.0, 1.0, 0.0067]), atol=1e-4)
-    # entity 2 (the seed) -> passages 0, 1 and entity... ; passage 0 -> passage 1 (not from a seed)
+    dense, batch = torch.tensor([0.6, 0.5, 0.0, 0.1, 0.9, 0.4]), torch.tensor([0, 0, 0, 0, 1, 1])
+    gate = entity_gate_shares(dense, torch.tensor([[0.6, 0.2], [0.9, 0.1]]), batch, 10.0)
+    assert torch.allclose(gate, torch.tensor([1.0, 0.3679, 0.0025, 0.0067, 1.0, 0.0067]), atol=1e-4)
+    # entity 2 (the seed) -> passages 0 and 1 and entity 3 (far from the question); passage 0 -> passage 1 (not from a seed)
     edge_index = torch.tensor([[2, 2, 0, 2], [0, 1, 1, 3]])
     ranked = torch.tensor([True, True, False, False, True, True])
     follow = gate_edges_from(torch.tensor([2]), edge_index, torch.tensor([1.0, 0.5, 1.0, 1.0]), ranked, gate)
