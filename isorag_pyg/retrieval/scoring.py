@@ -207,7 +207,7 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
                 edge_index, edge_weight, edge_follow = _without_edges_into(named, edge_index, dense.numel(), edge_weight, edge_follow)
             if knobs.entity_focus > 0:
                 edge_weight = focus_edges_from(named, edge_index, edge_weight, dense, ranked, knobs.entity_focus)
-            if knobs.entity_gate > 0:
+            if knobs.entity_gate > 0 and named.numel():
                 gate = entity_gate_shares(dense, seed_scores, batch, knobs.entity_gate)
                 edge_follow = gate_edges_from(named, edge_index, edge_follow, ranked, gate)
         question = batch[entity_pos]

@@ -75,27 +75,37 @@ def test_the_walk_does_not_step_back_into_an_entity_seed_unless_told_to():
              for e in (entity, torch.empty(0, dtype=torch.long))]
     assert torch.allclose(batched[:5], alone[0]) and torch.allclose(batched[5:], alone[1])
 
-def test_an_entity_seed_sends_its_mass_to_the_passages_that_read_like_the_question():
-    # passage 0 is the seed; entity 2, named by the question, is mentioned by passage 1 (its own article, close
-    # to the question) and by passage 3 (a list naming it among others, far from the question); entity 4 links 3 to 5
+def _article_and_list(dense: list[float], seed_cosine: float):
+    """One question's local graph, as ``walk(knobs, weight=None, cosines=None, entities=True) -> PPR``: passage 0 is the
+    seed (cosine ``seed_cosine``); entity 2, named by the question, is mentioned by passage 1 (its own article) and by
+    passage 3 (a list naming it among others); entity 4, not named, links 3 to 5. ``entities=False`` reads every node
+    as a passage and seeds no entity."""
     edge_index = torch.tensor([[2, 1, 2, 3, 3, 4, 4, 5], [1, 2, 3, 2, 4, 3, 5, 4]])
-    seeds, scores = torch.tensor([[0]]), torch.tensor([[1.0]])
-    dense = torch.tensor([0.9, 0.7, 0.0, 0.2, 0.0, 0.1])
+    seeds, scores = torch.tensor([[0]]), torch.tensor([[seed_cosine]])
     batch, ptr, entity = torch.zeros(6, dtype=torch.long), torch.tensor([0, 6]), torch.tensor([2])
     passages = torch.tensor([True, True, False, True, False, True])
 
+    def walk(knobs: ISOKnobs, weight: torch.Tensor | None = None, cosines: torch.Tensor | None = None, entities: bool = True) -> torch.Tensor:
+        values = torch.tensor(dense) if cosines is None else cosines
+        if not entities:
+            return score_local_graphs(edge_index, seeds, scores, values, batch, ptr, knobs).pi
+        return score_local_graphs(edge_index, seeds, scores, values, batch, ptr, knobs, weight, passages, entity, torch.ones(1)).pi
+    return walk
+
+
+def test_an_entity_seed_sends_its_mass_to_the_passages_that_read_like_the_question():
+    # the article reads like the question, the list does not
+    walk = _article_and_list([0.9, 0.7, 0.0, 0.2, 0.0, 0.1], seed_cosine=1.0)
+
     def pi(focus: float, weight: torch.Tensor | None = None) -> torch.Tensor:
-        return score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=focus, entity_gate=0.0),
-                                  weight, passages, entity, torch.ones(1)).pi
+        return walk(ISOKnobs(entity_seeds=0.5, entity_focus=focus, entity_gate=0.0), weight)
     even, focused = pi(0.0), pi(20.0)
     assert even[3] > even[1]  # evenly: the list, linked on through entity 4, outranks the article
     assert focused[1] > 5 * focused[3] and focused[1] > even[1] and focused[3] < even[3]
     assert torch.isclose(focused.sum(), even.sum())  # the mass moves between the entity's passages; none is lost
     flat = torch.zeros(6)
-    assert torch.allclose(score_local_graphs(edge_index, seeds, scores, flat, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=20.0),
-                                             None, passages, entity, torch.ones(1)).pi,
-                          score_local_graphs(edge_index, seeds, scores, flat, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=0.0),
-                                             None, passages, entity, torch.ones(1)).pi)  # equal cosines: evenly
+    assert torch.allclose(walk(ISOKnobs(entity_seeds=0.5, entity_focus=20.0), cosines=flat),
+                          walk(ISOKnobs(entity_seeds=0.5, entity_focus=0.0), cosines=flat))  # equal cosines: evenly
     weight = torch.tensor([3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # the article's mention weighs 3: focus multiplies it
     assert pi(20.0, weight)[1] > focused[1] and pi(0.0, weight)[1] > even[1]
     for bad in (-1.0, float("nan"), float("inf")):
@@ -118,24 +128,17 @@ def test_entity_focus_changes_only_edges_from_the_seeds_into_passages():
 
 
 def test_the_entity_gate_bounds_what_a_passage_far_from_the_question_gets_of_a_named_entity():
-    # passage 0 is the seed (cosine 0.8); entity 2, named by the question, is mentioned by passage 1 (as close to the
-    # question as the seed) and by passage 3 (far from it); entity 4, not named, links 3 to 5
-    edge_index = torch.tensor([[2, 1, 2, 3, 3, 4, 4, 5], [1, 2, 3, 2, 4, 3, 5, 4]])
-    seeds, scores = torch.tensor([[0]]), torch.tensor([[0.8]])
-    dense = torch.tensor([0.8, 0.8, 0.0, 0.3, 0.0, 0.1])
-    batch, ptr, entity = torch.zeros(6, dtype=torch.long), torch.tensor([0, 6]), torch.tensor([2])
-    passages = torch.tensor([True, True, False, True, False, True])
+    # the article reads as close to the question as the seed (0.8), the list does not
+    walk = _article_and_list([0.8, 0.8, 0.0, 0.3, 0.0, 0.1], seed_cosine=0.8)
 
     def pi(gate: float) -> torch.Tensor:
-        return score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_seeds=0.5, entity_focus=0.0, entity_gate=gate),
-                                  None, passages, entity, torch.ones(1)).pi
+        return walk(ISOKnobs(entity_seeds=0.5, entity_focus=0.0, entity_gate=gate))
     open_, gated = pi(0.0), pi(10.0)
     assert gated[3] < 0.05 * open_[3] and gated[5] < open_[5]  # the far passage, and what it passes on, lose the entity's mass
     assert gated[1] > open_[1] and gated[0] > open_[0]  # what it lost restarts at the seeds; the close passage keeps its share
     assert torch.isclose(gated.sum(), open_.sum())  # none is lost
     # the same graph read as passages only (no ranked mask, no entity seeds): nothing to gate
-    assert torch.equal(score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_gate=10.0)).pi,
-                       score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(entity_gate=0.0)).pi)
+    assert torch.equal(walk(ISOKnobs(entity_gate=10.0), entities=False), walk(ISOKnobs(entity_gate=0.0), entities=False))
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="entity_gate"):
             ISOKnobs(entity_gate=bad)
