@@ -22,8 +22,8 @@ templated, several template variants per class, seeded by ``--seed``, the datase
 
 Every attacked index is built by ``ISORAGIndex.build`` over the attacked corpus (what a rebuild
 gives), and for each retriever (dense, BM25, global PPR, ISO-RAG and its uniform and shuffled φ
-ablations, each with the knobs the index stores; ``hipporag`` as soon as the library's registry
-has it) the script reports clean Recall@5 (unattacked index) and Recall@5 under attack, for the
+ablations and HippoRAG 2's walk, each with the knobs the index stores; the study flags, e.g.
+``--entity-gates`` or ``--vouched``, add ISO-RAG with other knobs) the script reports clean Recall@5 (unattacked index) and Recall@5 under attack, for the
 targeted and for the untargeted questions, ASR@5 (share of targets with at least one injected
 passage in the top 5) and the mean number of injected passages per top 5 (boilerplate: the share
 of top-5 slots held by passages with the footer, against their share of the corpus). It also
@@ -300,6 +300,8 @@ def main() -> None:
                         help="also run ISO-RAG with these near_duplicate_cosine values (iso@dupC; the choice of the default, on train)")
     parser.add_argument("--entity-gates", nargs="*", type=float, default=[],
                         help="also run ISO-RAG with these entity_gate values (iso@gateG; the choice of the default, on train)")
+    parser.add_argument("--vouched", action="store_true",
+                        help="also run ISO-RAG with unique_mentions_vouched (iso_vouched; off by default: its clean cost on train)")
     parser.add_argument("--reader", action="store_true", help="answer injection on the dev cuts: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
     parser.add_argument("--reader-questions", type=int, default=100, help="questions read per cut, the targets first")
     parser.add_argument("--threads", type=int, default=ReaderSettings().threads,
@@ -312,7 +314,8 @@ def main() -> None:
     names = {**RETRIEVERS, **{f"iso@{share:g}": ("iso", {"bridge_share": share}) for share in args.bridge_shares},
              **{f"iso@backlink{weight:g}": ("iso", {"backlink_weight": weight}) for weight in args.backlink_weights},
              **{f"iso@dup{cosine:g}": ("iso", {"near_duplicate_cosine": cosine}) for cosine in args.near_duplicate_cosines},
-             **{f"iso@gate{slope:g}": ("iso", {"entity_gate": slope}) for slope in args.entity_gates}}
+             **{f"iso@gate{slope:g}": ("iso", {"entity_gate": slope}) for slope in args.entity_gates},
+             **({"iso_vouched": ("iso", {"unique_mentions_vouched": True})} if args.vouched else {})}
     encoder = MemoEncoder()
     entries = []
     with ExitStack() as stack:

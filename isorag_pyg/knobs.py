@@ -1,13 +1,11 @@
 r"""Every tunable default in one place: frozen dataclasses for φ's recipe and each retriever.
 
-Retrievers take them, an index stores the ones a user set (:meth:`ISORAGIndex.set_knobs`); the ``retriever`` configs, the
-docs' knob table and the command's help are checked against them by one test. This module
-imports nothing from the package: every other layer may read it.
+Retrievers take them, an index stores the ones a user set (:meth:`ISORAGIndex.set_knobs`); the ``retriever`` configs, the docs'
+knob table and the command's help are checked against them by one test. This module imports nothing from the package.
 
-``alpha`` is the probability of **following an edge** at each step of personalized PageRank
-(the damping factor of the PageRank paper and of :func:`~isorag_pyg.utils.ppr.personalized_pagerank`).
-PyG's :func:`torch_geometric.utils.get_ppr` uses the opposite convention: its ``alpha`` is
-the probability of **restarting**, i.e. ``1 - alpha`` here.
+``alpha`` is the probability of **following an edge** at each step of personalized PageRank (the damping factor of the
+PageRank paper and of :func:`~isorag_pyg.utils.ppr.personalized_pagerank`). PyG's :func:`torch_geometric.utils.get_ppr` uses
+the opposite convention: its ``alpha`` is the probability of **restarting**, i.e. ``1 - alpha`` here.
 """
 from __future__ import annotations
 
@@ -165,6 +163,8 @@ class ISOKnobs(Knobs):
         unique_mention_seeds: on an entity graph, an entity the question names that one passage alone mentions (no entity node) seeds
             that passage with weight 1 in the ``entity_seeds`` share, as an entity node of degree 1 would. HippoRAG keeps such phrase
             nodes; as nodes they only trap the walk, so the index keeps them as a lookup (``unique_mentions``) instead.
+        unique_mentions_vouched: such a passage keeps its share only inside the question's dense pool or titled with the name; else the
+            share goes back to the passage seeds (anyone can be the one passage writing a name the corpus lacks). Off: it costs clean recall.
         entity_focus: how a query-matched entity seed splits its mass among the passages that mention it: in proportion to
             ``exp(entity_focus * cosine with the question)`` (``0``: evenly, as HippoRAG does): a passage that merely names it (a
             list, an injected passage) gets less. Chosen on training questions (the poisoning benchmark; it raised clean Recall@5).
@@ -195,6 +195,7 @@ class ISOKnobs(Knobs):
     entity_seeds: float = 0.5
     reenter_entity_seeds: bool = False
     unique_mention_seeds: bool = True
+    unique_mentions_vouched: bool = False
     bridge_share: float = 0.02
     entity_focus: float = 20.0
     entity_gate: float = 10.0
@@ -209,10 +210,9 @@ class ISOKnobs(Knobs):
         for name in ("entity_focus", "entity_gate"):
             if not 0.0 <= getattr(self, name) < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
-        if not 0.0 <= self.entity_seeds < 1.0:
-            raise ValueError(f"entity_seeds must lie in [0, 1), got {self.entity_seeds}")
-        if not 0.0 <= self.bridge_share < 1.0:
-            raise ValueError(f"bridge_share must lie in [0, 1), got {self.bridge_share}")
+        for name in ("entity_seeds", "bridge_share"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)}")
         if self.num_seeds < 1 or self.hops < 0 or self.max_expansion < 0:
             raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
         if self.over_retrieval < 1:

@@ -72,10 +72,11 @@ class QueryEntityMatcher:
         extractor: the rule extractor run on each question (default: the entity graph's default one).
         unique_mentions: entity key (:func:`~isorag_pyg.graph.text.entity_key`) -> the row
             of the one passage that mentions it (default: none).
+        titles: passage row -> title, for :meth:`titled_rows` (default: none; the unique-mention passages' suffice).
     """
 
     def __init__(self, names: Sequence[str], num_passages: int, extractor: RuleExtractor | None = None,
-                 unique_mentions: Mapping[str, int] | None = None):
+                 unique_mentions: Mapping[str, int] | None = None, titles: Mapping[int, str] | None = None):
         self.extractor = extractor or RuleExtractor()
         self.num_passages = num_passages
         # every row under a key: an index built before keys dropped accents may hold two nodes
@@ -90,8 +91,11 @@ class QueryEntityMatcher:
         for key, name in self.names.items():
             for word in _WORD.findall(name):
                 self._by_word.setdefault(word, set()).add(key)
+        self.titled: dict[str, int] = {}  # a unique mention's key -> its passage's row, where the name is that passage's title
         for key, row in (unique_mentions or {}).items():  # folded: such an index also kept accents in these keys
             self.rows.setdefault(fold_latin_accents(key), []).append(row)
+            if titles and row in titles and fold_latin_accents(key) == entity_key(titles[row]):
+                self.titled[fold_latin_accents(key)] = row
         self._by_shape: dict[tuple[int, str], list[str]] = {}  # (length, first letter) -> alphabetic keys
         for key in self.rows:
             if key.isalpha():
@@ -101,6 +105,12 @@ class QueryEntityMatcher:
         """The rows each question names (sorted, no repeats; empty when none): entity nodes, and
         passages for entities that only that passage mentions."""
         return [sorted({row for name in names_in_question(q, self.extractor) for row in self.rows_named(name)}) for q in questions]
+
+    def titled_rows(self, questions: Sequence[str]) -> list[set[int]]:
+        """The unique-mention passages each question names by their title ("Wolfgang Smith" for the
+        passage titled so): the article the name is about, not a passage that merely writes it."""
+        return [{row for name in names_in_question(q, self.extractor) if (row := self.titled.get(entity_key(name))) is not None}
+                for q in questions]
 
     def rows_named(self, name: str) -> list[int]:
         """The rows a name in a question stands for: its entity nodes; where it has none, the

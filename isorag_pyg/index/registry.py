@@ -53,17 +53,21 @@ class RetrieverSource(Protocol):
 Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"], Retriever]
 
 
-def _entity_matcher(source: RetrieverSource, unique_mentions: bool = True) -> QueryEntityMatcher | None:
+def _entity_matcher(source: RetrieverSource, unique_mentions: bool = True, titled: bool = False) -> QueryEntityMatcher | None:
     """The matcher of the entity nodes (and, with ``unique_mentions``, the passages that alone
-    mention an entity) a question names; ``None`` on a graph without entity nodes."""
+    mention an entity; with ``titled``, which of them are titled with it) a question names;
+    ``None`` on a graph without entity nodes."""
     names = source.entity_names
+    if not names:
+        return None
     unique = source.unique_mentions if unique_mentions else {}
-    return QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec), unique) if names else None
+    titles = {row: source.passages[row].title for row in unique.values()} if titled else None
+    return QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec), unique, titles)
 
 
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
     log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
-    matcher = _entity_matcher(source, knobs.unique_mention_seeds) if knobs.entity_seeds > 0 else None
+    matcher = _entity_matcher(source, knobs.unique_mention_seeds, knobs.unique_mentions_vouched) if knobs.entity_seeds > 0 else None
     return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher, bridging=source.bridging,
                         quarantined=source.quarantine_mask)
 

@@ -32,6 +32,7 @@ class ISORAGFeatureStore:
         self.config = {"k": k}
         self.last_candidates: DenseCandidates | None = None
         self.last_entity_seeds: tuple[Tensor, Tensor] | None = None
+        self.last_entity_vouched: Tensor | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -53,6 +54,8 @@ class ISORAGFeatureStore:
         _, pool, _ = self.retriever.sizes(self.config["k"])
         self.last_candidates = dense_candidates(self.retriever.graph, queries.embeddings, pool, self.retriever.ann)
         self.last_entity_seeds = self.retriever.entity_seeds([query])
+        vouching = self.last_entity_seeds is not None and self.retriever.knobs.unique_mentions_vouched
+        self.last_entity_vouched = self.retriever.vouched([query], self.last_entity_seeds, self.last_candidates) if vouching else None
         return self.last_candidates.pool[0], queries.embeddings[0]
 
     def retrieve_seed_edges(self, query: str, **kwargs: Any) -> Tensor:
@@ -66,6 +69,7 @@ class ISORAGFeatureStore:
         ``entity_seed_index`` (local positions of the query-matched seeds: entity nodes, and
         passages seeded for an entity only they mention), ``k`` (passages wanted),
         ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text),
+        with ``unique_mentions_vouched`` ``entity_seed_vouched`` (which of those seeds keep their share),
         ``left_out`` (passages the walk leaves out for this query:
         :meth:`~isorag_pyg.retrieval.ISORetriever.walk_left_out`)
         and, when the retriever's walk uses them, ``edge_weight`` (the graph's edge weights) and
@@ -87,6 +91,8 @@ class ISORAGFeatureStore:
                                                   sample.metadata["seed_index"].to(graph.device)).cpu(),
             entity_seed_index=sample.metadata["entity_seed_index"].cpu(), k=self.config["k"],
         )
+        if self.last_entity_vouched is not None:
+            data.entity_seed_vouched = self.last_entity_vouched.cpu()
         weight, follow = self.retriever.walk_edges(sample.edge.to(graph.device))
         if weight is not None:
             data.edge_weight = weight.cpu()

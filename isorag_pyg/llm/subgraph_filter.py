@@ -34,7 +34,7 @@ class ISOSubgraphFilter:
                                     torch.tensor([0, n]), self.retriever.knobs, getattr(data, "edge_weight", None),
                                     data.node_type == 0, data.entity_seed_index,
                                     self.retriever.entity_weight(data.node_idx[data.entity_seed_index].to(self.retriever.graph.device)).cpu(),
-                                    getattr(data, "edge_follow", None))
+                                    getattr(data, "edge_follow", None), getattr(data, "entity_seed_vouched", None))
         data.ppr, data.score = scored.pi, scored.score
         positions, scores = self.retriever.top(scored.score, torch.zeros(n, dtype=torch.long), torch.tensor([0, n]), data.node_idx,
                                                self.retriever.sizes(int(data.k))[0])

@@ -161,6 +161,18 @@ class ISORetriever:
         degree = (self.graph.rowptr[node + 1] - self.graph.rowptr[node]).clamp_min(1).float()
         return torch.where(node < self.graph.num_passages, 1.0, 1.0 / degree)
 
+    def vouched(self, questions: Sequence[str], seeds: tuple[Tensor, Tensor], candidates: DenseCandidates) -> Tensor:
+        """``[S]`` bool over the entity ``seeds`` (question, row) of ``questions``: which are vouched
+        for (``unique_mentions_vouched``): entity nodes, and unique-mention passages in their
+        question's dense pool or titled with the name the question writes
+        (:meth:`~isorag_pyg.graph.query_entities.QueryEntityMatcher.titled_rows`)."""
+        question, node = seeds
+        in_pool = (candidates.pool[question] == node.unsqueeze(1)).any(dim=1)
+        titled_rows = getattr(self.entity_matcher, "titled_rows", None)  # a matcher of one's own may not know titles
+        titled = titled_rows(questions) if titled_rows else [set() for _ in questions]
+        named = torch.tensor([row in titled[q] for q, row in zip(question.tolist(), node.tolist())], dtype=torch.bool, device=node.device)
+        return (node >= self.graph.num_passages) | in_pool | named
+
     def local_graphs(self, candidates: DenseCandidates, num_seeds: int, entity_seeds: tuple[Tensor, Tensor] | None = None) -> LocalGraphBatch:
         """The local candidate graphs around ``candidates`` (the pool and the seeds' neighbourhood)
         and around the query-matched ``entity_seeds`` (:meth:`entity_seeds`)."""
@@ -174,7 +186,9 @@ class ISORetriever:
     def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
         k, pool, m = self.sizes(k)
         candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
-        local = self.local_graphs(candidates, m, self.entity_seeds(queries.texts))
+        seeds = self.entity_seeds(queries.texts)
+        local = self.local_graphs(candidates, m, seeds)
+        vouched = self.vouched(queries.texts, seeds, candidates) if seeds is not None and self.knobs.unique_mentions_vouched else None
         keep = self.edge_keep[local.edge_slot]
         named = self.named_bridge[local.node]
         has_named = bool(named.any())
@@ -190,7 +204,7 @@ class ISORetriever:
         dense = candidates.score(local.batch, local.node)
         scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
                                     self.knobs, weight, self._ranked(local.node), local.entity_pos, self.entity_weight(local.node[local.entity_pos]),
-                                    follow)
+                                    follow, vouched)
         positions, top_scores = self.top(scored.score, local.batch, local.ptr, local.node, k)
         num_queries, num_local = len(queries), local.node.numel()
         stats = {

@@ -174,7 +174,7 @@ class LocalScores:
 def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor, dense: Tensor, batch: Tensor, ptr: Tensor,
                        knobs: ISOKnobs, edge_weight: Tensor | None = None, ranked: Tensor | None = None,
                        entity_pos: Tensor | None = None, entity_weight: Tensor | None = None,
-                       edge_follow: Tensor | None = None) -> LocalScores:
+                       edge_follow: Tensor | None = None, entity_vouched: Tensor | None = None) -> LocalScores:
     """ISO-RAG's score of every node of a block-diagonal batch of local graphs (the formula above).
 
     Args:
@@ -197,6 +197,8 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
         edge_follow: ``[E]`` the share of each edge's transition the walk takes, the rest going
             back through the teleport (:func:`~isorag_pyg.utils.ppr.personalized_pagerank`;
             ISO-RAG's ``backlink_weight`` on one-way mentions walked backwards; default: all).
+        entity_vouched: ``[S]`` bool, the entity seeds that keep their teleport mass; the others'
+            goes back to the passage seeds (ISO-RAG's ``unique_mentions_vouched``; default: all keep it).
     """
     teleport = torch.zeros(dense.numel(), device=dense.device)
     passage_mass = teleport_weights(seed_scores, knobs.tau)
@@ -213,8 +215,12 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
         question = batch[entity_pos]
         total = torch.zeros(seed_scores.size(0), device=dense.device).index_add_(0, question, entity_weight.float())
         share = torch.where(total > 0, knobs.entity_seeds, 0.0)
+        mass = share[question] * entity_weight.float() / total[question].clamp_min(1e-12)
+        if entity_vouched is not None:  # the mass of the seeds not vouched for goes back to the passage seeds
+            share = share - torch.zeros_like(share).index_add_(0, question, torch.where(entity_vouched, 0.0, mass))
+            mass = torch.where(entity_vouched, mass, 0.0)
         passage_mass = passage_mass * (1 - share).unsqueeze(1)
-        teleport.index_add_(0, entity_pos, share[question] * entity_weight.float() / total[question].clamp_min(1e-12))
+        teleport.index_add_(0, entity_pos, mass)
     teleport.index_add_(0, seed_pos.reshape(-1), passage_mass.reshape(-1))  # added: a passage seed may also be seeded for a unique mention
     ppr = personalized_pagerank(edge_index, teleport, knobs.alpha, batch, ptr.numel() - 1, knobs.tol, knobs.max_iter, edge_weight,
                                 edge_follow)

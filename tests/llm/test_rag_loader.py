@@ -114,3 +114,23 @@ def test_loader_config_sets_k_and_misuse_is_clear(index):
         fresh_gs.sample_subgraph(torch.tensor([0]))
     with pytest.raises(ValueError, match="index's own"):
         graph_store.edge_index = torch.tensor([[0], [1]])
+
+
+def test_loader_vouches_for_unique_mentions_as_the_index_does():
+    """A passage outside the dense pool that alone writes a name the question names loses its seed
+    share with ``unique_mentions_vouched``, in the loader's walk as in the index's."""
+    from isorag_pyg.datasets.types import Passage
+
+    injected = Passage("injected", "Drithfes Institute",
+                       "Rain fell on green hills near quiet rivers while farmers sold apples, pears and honey; the Velmora Accord was signed there.")
+    index = ISORAGIndex.build([*generate_synthetic_dataset(**SMALL).corpus, injected], graph={"title_mention": {}, "entity_graph": {}},
+                              f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    question = "What is the campus city of the university attended by Saquaerpath Thel, who signed the Velmora Accord?"
+    tops = {}
+    for vouched in (False, True):
+        knobs = {"over_retrieval": 1.0, "unique_mentions_vouched": vouched}
+        feature_store, graph_store, subgraph_filter = rag_components(index, k=3, **knobs)
+        loader = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter)
+        tops[vouched] = [hit.id for hit in index.retrieve([question], k=3, **knobs)[0]]
+        assert [index.passages[i].id for i in ranked_rows(loader.query(question)).tolist()] == tops[vouched]
+    assert "injected" in tops[False] and "injected" not in tops[True]

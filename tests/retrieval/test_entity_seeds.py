@@ -206,3 +206,56 @@ def test_a_name_without_a_node_reads_as_the_nodes_that_contain_it_or_nearly_spel
     assert matcher(["Who did John marry?"]) == [[6]]  # contained in four names: too generic to read as any of them
     assert matcher.readings("October 27, 1999", "october271999") == []  # a date is not misspelt: no near match for digits
     assert matcher(["Where does the LaHave River flow?"]) == [[10]]  # a name with its own node keeps it
+
+
+def test_an_entity_seed_not_vouched_for_gives_its_share_back_to_the_passage_seeds():
+    # as above: passage seeds 0 and 1, entity seeds 2 and 3 (weights 1 and 3) in the share 0.4; seed 3 is not vouched for
+    seeds, scores = torch.tensor([[0, 1]]), torch.tensor([[0.5, 0.5]])
+    edge_index, dense, batch, ptr = torch.empty(2, 0, dtype=torch.long), torch.zeros(4), torch.zeros(4, dtype=torch.long), torch.tensor([0, 4])
+
+    def pi(vouched: torch.Tensor | None) -> torch.Tensor:
+        return score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(alpha=0.0, entity_seeds=0.4),
+                                  entity_pos=torch.tensor([2, 3]), entity_weight=torch.tensor([1.0, 3.0]), entity_vouched=vouched).pi
+    assert torch.allclose(pi(torch.tensor([True, False])), torch.tensor([0.45, 0.45, 0.1, 0.0]))
+    assert torch.allclose(pi(torch.tensor([True, True])), pi(None)) and torch.allclose(pi(None), torch.tensor([0.3, 0.3, 0.1, 0.3]))
+
+
+def test_the_matcher_knows_which_unique_mentions_a_question_names_by_their_passage_title():
+    unique = {"wolfgangsmith": 3, "novemberrevolution": 4}
+    matcher = QueryEntityMatcher(["Dara Quen"], num_passages=5, unique_mentions=unique, titles={3: "Wolfgang Smith", 4: "Stundzos Institute"})
+    question = "Was Wolfgang Smith in the November Revolution?"
+    assert matcher([question]) == [[3, 4]] and matcher.titled_rows([question, "Who is Dara Quen?"]) == [{3}, set()]
+    assert QueryEntityMatcher(["Dara Quen"], num_passages=5, unique_mentions=unique).titled_rows([question]) == [set()]  # no titles given
+
+
+def _far_unique_mentions(vouched: bool) -> list[int]:
+    """Top 2 of one question over 20 passages (cosines 0.9 .. 0.0, the dense pool of a top 2 is 10;
+    passages 0 and 1 name the entity node 20) whose far passages 18 (titled "Wolfgang Smith") and
+    19 alone write a name the question names; PPR is its teleport vector (alpha 0)."""
+    cosines = torch.cat([torch.linspace(0.9, 0.1, 18), torch.zeros(2)])
+    x = torch.zeros(21, 32)
+    x[:20, 0] = cosines
+    x[torch.arange(20), torch.arange(1, 21)] = (1 - cosines**2).sqrt()
+    x[20, 31] = 1.0
+    edge_index = torch.tensor([[0, 20, 1, 20], [20, 0, 20, 1]])
+    matcher = QueryEntityMatcher(["Dara Quen"], num_passages=20, unique_mentions={"wolfgangsmith": 18, "novemberrevolution": 19},
+                                 titles={18: "Wolfgang Smith", 19: "Stundzos Institute"})
+    retriever = ISORetriever(RetrievalGraph(edge_index, x, normalized=True, num_passages=20), torch.zeros(21),
+                             ISOKnobs(alpha=0.0, entity_seeds=0.9, unique_mentions_vouched=vouched), entity_matcher=matcher)
+    query = torch.zeros(1, 32)
+    query[0, 0] = 1.0
+    return retriever.retrieve(Queries(["Was Wolfgang Smith in the November Revolution?"], query), k=2).indices[0].tolist()
+
+
+def test_a_unique_mention_outside_the_dense_pool_seeds_only_the_passage_titled_with_it():
+    assert set(_far_unique_mentions(vouched=False)) == {18, 19}  # trusted: both far passages take the top 2
+    assert _far_unique_mentions(vouched=True) == [18, 0]  # the titled article keeps its seed; the other's share goes to the seeds
+
+
+def test_an_index_hands_its_unique_mention_titles_to_the_matcher_only_when_asked():
+    from isorag_pyg.datasets.types import Passage
+
+    index = ISORAGIndex.build([*CORPUS, Passage("6", "Wolfgang Smith", "A mathematician from Aldania.")], f_theta=None, progress=False)
+    assert index.unique_mentions.get("wolfgangsmith") == 6
+    assert index.retriever("iso", unique_mentions_vouched=True).entity_matcher.titled == {"wolfgangsmith": 6}
+    assert index.retriever("iso").entity_matcher.titled == {}
