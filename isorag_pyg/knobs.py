@@ -164,7 +164,7 @@ class ISOKnobs(Knobs):
             that passage with weight 1 in the ``entity_seeds`` share, as an entity node of degree 1 would. HippoRAG keeps such phrase
             nodes; as nodes they only trap the walk, so the index keeps them as a lookup (``unique_mentions``) instead.
         unique_mentions_vouched: such a passage keeps its share only inside the question's dense pool or titled with the name; else the
-            share goes back to the passage seeds (anyone can be the one passage writing a name the corpus lacks). Off: it costs clean recall.
+            share goes back to the passage seeds (anyone can write a name the corpus lacks). Off: 2 points of clean Recall@5 (poisoning).
         entity_focus: how a query-matched entity seed splits its mass among the passages that mention it: in proportion to
             ``exp(entity_focus * cosine with the question)`` (``0``: evenly, as HippoRAG does): a passage that merely names it (a
             list, an injected passage) gets less. Chosen on training questions (the poisoning benchmark; it raised clean Recall@5).

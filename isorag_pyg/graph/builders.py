@@ -12,7 +12,7 @@ import regex
 import torch
 
 from isorag_pyg.datasets.types import Passage, QADataset
-from isorag_pyg.graph.text import normalize_unicode
+from isorag_pyg.graph.text import normalize_unicode, title_variants
 
 
 def _as_edge_index(pairs: list[tuple[int, int]]) -> torch.Tensor:
@@ -56,7 +56,6 @@ def train_cooccurrence(corpus: list[Passage], train: QADataset) -> tuple[torch.T
     return cooccurrence_edges(groups), found
 
 
-_PARENTHETICAL = re.compile(r"\s*\([^)]*\)\s*$")
 #: The builders' version (:data:`~isorag_pyg.graph.BUILDERS_VERSION`, kept in a saved graph's statistics) since which the
 #: entity graph reads titles title-cased too and entity keys drop Latin accents.
 TITLES_READ_AS_NAMES_SINCE = 5
@@ -97,10 +96,7 @@ def title_mention(
     fold = (lambda s: s) if case_sensitive else str.casefold
     targets: dict[str, set[int]] = {}
     for row, p in enumerate(corpus):
-        variants = {p.title}
-        if strip_parenthetical:
-            variants.add(_PARENTHETICAL.sub("", p.title))
-        for variant in variants:
+        for variant in title_variants(p.title) if strip_parenthetical else {p.title}:
             if len(variant) >= min_title_chars:
                 targets.setdefault(fold(variant), set()).add(row)
     automaton = ahocorasick.Automaton()
@@ -217,7 +213,7 @@ def entity_comention(
     for row, p in enumerate(corpus):
         names = entity_mentions(p.text, min_chars)
         title = normalize_unicode(p.title).strip()  # as entity_mentions reads the text
-        for variant in {title, _PARENTHETICAL.sub("", title)}:
+        for variant in title_variants(title):
             if len(variant) >= min_chars:
                 names.add(variant.casefold())
         for name in names:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from isorag_pyg.graph.rule_extractor import RuleExtractor
-from isorag_pyg.graph.text import entity_key, fold_latin_accents
+from isorag_pyg.graph.text import entity_key, fold_latin_accents, title_variants
 
 # words that open a question capitalised but name nothing ("Did Dara Quen ..." -> "Dara Quen");
 # not "Will" or "Can", which also open names
@@ -72,11 +72,12 @@ class QueryEntityMatcher:
         extractor: the rule extractor run on each question (default: the entity graph's default one).
         unique_mentions: entity key (:func:`~isorag_pyg.graph.text.entity_key`) -> the row
             of the one passage that mentions it (default: none).
-        titles: passage row -> title, for :meth:`titled_rows` (default: none; the unique-mention passages' suffice).
+        title_of: passage row -> its title, read by :meth:`titled_rows` for the unique mentions a
+            question names (default: none, no passage is titled).
     """
 
     def __init__(self, names: Sequence[str], num_passages: int, extractor: RuleExtractor | None = None,
-                 unique_mentions: Mapping[str, int] | None = None, titles: Mapping[int, str] | None = None):
+                 unique_mentions: Mapping[str, int] | None = None, title_of: Callable[[int], str] | None = None):
         self.extractor = extractor or RuleExtractor()
         self.num_passages = num_passages
         # every row under a key: an index built before keys dropped accents may hold two nodes
@@ -91,11 +92,9 @@ class QueryEntityMatcher:
         for key, name in self.names.items():
             for word in _WORD.findall(name):
                 self._by_word.setdefault(word, set()).add(key)
-        self.titled: dict[str, int] = {}  # a unique mention's key -> its passage's row, where the name is that passage's title
+        self.title_of = title_of
         for key, row in (unique_mentions or {}).items():  # folded: such an index also kept accents in these keys
             self.rows.setdefault(fold_latin_accents(key), []).append(row)
-            if titles and row in titles and fold_latin_accents(key) == entity_key(titles[row]):
-                self.titled[fold_latin_accents(key)] = row
         self._by_shape: dict[tuple[int, str], list[str]] = {}  # (length, first letter) -> alphabetic keys
         for key in self.rows:
             if key.isalpha():
@@ -107,10 +106,15 @@ class QueryEntityMatcher:
         return [sorted({row for name in names_in_question(q, self.extractor) for row in self.rows_named(name)}) for q in questions]
 
     def titled_rows(self, questions: Sequence[str]) -> list[set[int]]:
-        """The unique-mention passages each question names by their title ("Wolfgang Smith" for the
-        passage titled so): the article the name is about, not a passage that merely writes it."""
-        return [{row for name in names_in_question(q, self.extractor) if (row := self.titled.get(entity_key(name))) is not None}
-                for q in questions]
+        """The unique-mention passages each question names by their title ("Wolfgang Smith" or
+        "Get Low" for the passages titled "Wolfgang Smith" and "Get Low (song)"): the article the
+        name is about, not a passage that merely writes it (none without ``title_of``)."""
+        found: list[set[int]] = []
+        for question in questions:
+            keys = {entity_key(name) for name in names_in_question(question, self.extractor)} if self.title_of else set()
+            found.append({row for key in keys for row in self.rows.get(key, ()) if row < self.num_passages
+                          and key in {entity_key(variant) for variant in title_variants(self.title_of(row))}})
+        return found
 
     def rows_named(self, name: str) -> list[int]:
         """The rows a name in a question stands for: its entity nodes; where it has none, the

@@ -2,6 +2,7 @@
 and the entity keys built on it, so that a name reads alike wherever it was written."""
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import regex
@@ -79,3 +80,16 @@ def entity_key(name: str) -> str:
     """The key under which an entity string meets its entity node: equal for every surface form
     merged into one node (its display name included); empty when nothing is left."""
     return near_duplicate_key(normalize_entity(name))
+
+
+_PARENTHETICAL = re.compile(r"\s*\([^)]*\)\s*$")
+
+
+def title_variants(title: str) -> set[str]:
+    """A title as names read it: whole, and without a closing parenthetical disambiguator.
+
+    Example:
+        >>> sorted(title_variants("Get Low (song)"))
+        ['Get Low', 'Get Low (song)']
+    """
+    return {title, _PARENTHETICAL.sub("", title)}

@@ -53,16 +53,16 @@ class RetrieverSource(Protocol):
 Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"], Retriever]
 
 
-def _entity_matcher(source: RetrieverSource, unique_mentions: bool = True, titled: bool = False) -> QueryEntityMatcher | None:
+def _entity_matcher(source: RetrieverSource, unique_mentions: bool = True, with_titles: bool = False) -> QueryEntityMatcher | None:
     """The matcher of the entity nodes (and, with ``unique_mentions``, the passages that alone
-    mention an entity; with ``titled``, which of them are titled with it) a question names;
-    ``None`` on a graph without entity nodes."""
+    mention an entity; ``with_titles``, their titles) a question names; ``None`` on a graph
+    without entity nodes."""
     names = source.entity_names
     if not names:
         return None
     unique = source.unique_mentions if unique_mentions else {}
-    titles = {row: source.passages[row].title for row in unique.values()} if titled else None
-    return QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec), unique, titles)
+    title_of = (lambda row: source.passages[row].title) if with_titles else None
+    return QueryEntityMatcher(names, len(source.passages), query_extractor(source.graph_spec), unique, title_of)
 
 
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:

@@ -70,7 +70,8 @@ class ISORetriever:
     nodes a question mentions, and the passages that alone mention an entity it names (unique
     mentions), are seeds too: they join the local graph (and its expansion) and get the share
     ``entity_seeds`` of the teleport mass, in inverse proportion to their degree (1 for a unique
-    mention); unless the knob ``reenter_entity_seeds``, the walk leaves out the edges into the
+    mention; with the knob ``unique_mentions_vouched`` only where :meth:`vouched`, the rest going to
+    the passage seeds); unless the knob ``reenter_entity_seeds``, the walk leaves out the edges into the
     entity nodes among them (traces and ``removed_edges`` report the isoperimetric filter's
     pruning only).
 
@@ -170,8 +171,8 @@ class ISORetriever:
         in_pool = (candidates.pool[question] == node.unsqueeze(1)).any(dim=1)
         titled_rows = getattr(self.entity_matcher, "titled_rows", None)  # a matcher of one's own may not know titles
         titled = titled_rows(questions) if titled_rows else [set() for _ in questions]
-        named = torch.tensor([row in titled[q] for q, row in zip(question.tolist(), node.tolist())], dtype=torch.bool, device=node.device)
-        return (node >= self.graph.num_passages) | in_pool | named
+        by_title = torch.tensor([row in titled[q] for q, row in zip(question.tolist(), node.tolist())], dtype=torch.bool, device=node.device)
+        return (node >= self.graph.num_passages) | in_pool | by_title
 
     def local_graphs(self, candidates: DenseCandidates, num_seeds: int, entity_seeds: tuple[Tensor, Tensor] | None = None) -> LocalGraphBatch:
         """The local candidate graphs around ``candidates`` (the pool and the seeds' neighbourhood)

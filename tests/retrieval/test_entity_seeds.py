@@ -208,54 +208,81 @@ def test_a_name_without_a_node_reads_as_the_nodes_that_contain_it_or_nearly_spel
     assert matcher(["Where does the LaHave River flow?"]) == [[10]]  # a name with its own node keeps it
 
 
-def test_an_entity_seed_not_vouched_for_gives_its_share_back_to_the_passage_seeds():
-    # as above: passage seeds 0 and 1, entity seeds 2 and 3 (weights 1 and 3) in the share 0.4; seed 3 is not vouched for
-    seeds, scores = torch.tensor([[0, 1]]), torch.tensor([[0.5, 0.5]])
-    edge_index, dense, batch, ptr = torch.empty(2, 0, dtype=torch.long), torch.zeros(4), torch.zeros(4, dtype=torch.long), torch.tensor([0, 4])
+def test_an_entity_seed_not_vouched_for_gives_its_share_back_to_its_own_questions_passage_seeds():
+    # question 0 as above (passage seeds 0 and 1, entity seeds 2 and 3 with weights 1 and 3, share 0.4; seed 3 not vouched
+    # for); question 1 (nodes 4-6): passage seed 4, entity seed 5 vouched for, so its share stays
+    seeds, scores = torch.tensor([[0, 1], [4, 4]]), torch.tensor([[0.5, 0.5], [0.5, 0.5]])
+    edge_index, dense = torch.empty(2, 0, dtype=torch.long), torch.zeros(7)
+    batch, ptr = torch.tensor([0, 0, 0, 0, 1, 1, 1]), torch.tensor([0, 4, 7])
 
     def pi(vouched: torch.Tensor | None) -> torch.Tensor:
         return score_local_graphs(edge_index, seeds, scores, dense, batch, ptr, ISOKnobs(alpha=0.0, entity_seeds=0.4),
-                                  entity_pos=torch.tensor([2, 3]), entity_weight=torch.tensor([1.0, 3.0]), entity_vouched=vouched).pi
-    assert torch.allclose(pi(torch.tensor([True, False])), torch.tensor([0.45, 0.45, 0.1, 0.0]))
-    assert torch.allclose(pi(torch.tensor([True, True])), pi(None)) and torch.allclose(pi(None), torch.tensor([0.3, 0.3, 0.1, 0.3]))
+                                  entity_pos=torch.tensor([2, 3, 5]), entity_weight=torch.tensor([1.0, 3.0, 1.0]), entity_vouched=vouched).pi
+    assert torch.allclose(pi(torch.tensor([True, False, True])), torch.tensor([0.45, 0.45, 0.1, 0.0, 0.6, 0.4, 0.0]))
+    assert torch.allclose(pi(torch.tensor([True, True, True])), pi(None))
+    assert torch.allclose(pi(None), torch.tensor([0.3, 0.3, 0.1, 0.3, 0.6, 0.4, 0.0]))
 
 
 def test_the_matcher_knows_which_unique_mentions_a_question_names_by_their_passage_title():
-    unique = {"wolfgangsmith": 3, "novemberrevolution": 4}
-    matcher = QueryEntityMatcher(["Dara Quen"], num_passages=5, unique_mentions=unique, titles={3: "Wolfgang Smith", 4: "Stundzos Institute"})
+    unique = {"wolfgangsmith": 3, "novemberrevolution": 4, "getlow": 5}
+    titles = {3: "Wolfgang Smith", 4: "Stundzos Institute", 5: "Get Low (song)"}
+    matcher = QueryEntityMatcher(["Dara Quen"], num_passages=6, unique_mentions=unique, title_of=titles.__getitem__)
     question = "Was Wolfgang Smith in the November Revolution?"
     assert matcher([question]) == [[3, 4]] and matcher.titled_rows([question, "Who is Dara Quen?"]) == [{3}, set()]
-    assert QueryEntityMatcher(["Dara Quen"], num_passages=5, unique_mentions=unique).titled_rows([question]) == [set()]  # no titles given
+    assert matcher.titled_rows(["Who sang Get Low?"]) == [{5}]  # the title without its disambiguator
+    assert QueryEntityMatcher(["Dara Quen"], num_passages=6, unique_mentions=unique).titled_rows([question]) == [set()]  # no titles
 
 
-def _far_unique_mentions(vouched: bool) -> list[int]:
-    """Top 2 of one question over 20 passages (cosines 0.9 .. 0.0, the dense pool of a top 2 is 10;
-    passages 0 and 1 name the entity node 20) whose far passages 18 (titled "Wolfgang Smith") and
-    19 alone write a name the question names; PPR is its teleport vector (alpha 0)."""
-    cosines = torch.cat([torch.linspace(0.9, 0.1, 18), torch.zeros(2)])
+QUESTION = "Did Dara Quen, Wolfgang Smith and the November Revolution meet?"
+
+
+def _far_unique_mentions(vouched: bool, near: bool = False, matcher=None) -> tuple[ISORetriever, Queries]:
+    """One question over 20 passages (cosines 0.9 .. 0.1 and 0, 0; the dense pool of a top 2 is
+    10) and the entity node 20 (named by the question and by passages 0 and 1) whose passages 18
+    (titled "Wolfgang Smith (mathematician)") and 19 alone write names the question names; with
+    ``near`` passage 19 is in the pool (cosine 0.85). PPR is the teleport vector (alpha 0)."""
+    cosines = torch.cat([torch.linspace(0.9, 0.1, 18), torch.tensor([0.0, 0.85 if near else 0.0])])
     x = torch.zeros(21, 32)
     x[:20, 0] = cosines
     x[torch.arange(20), torch.arange(1, 21)] = (1 - cosines**2).sqrt()
     x[20, 31] = 1.0
     edge_index = torch.tensor([[0, 20, 1, 20], [20, 0, 20, 1]])
-    matcher = QueryEntityMatcher(["Dara Quen"], num_passages=20, unique_mentions={"wolfgangsmith": 18, "novemberrevolution": 19},
-                                 titles={18: "Wolfgang Smith", 19: "Stundzos Institute"})
+    titles = {18: "Wolfgang Smith (mathematician)", 19: "Stundzos Institute"}
+    matcher = matcher or QueryEntityMatcher(["Dara Quen"], num_passages=20, unique_mentions={"wolfgangsmith": 18, "novemberrevolution": 19},
+                                            title_of=titles.__getitem__)
     retriever = ISORetriever(RetrievalGraph(edge_index, x, normalized=True, num_passages=20), torch.zeros(21),
                              ISOKnobs(alpha=0.0, entity_seeds=0.9, unique_mentions_vouched=vouched), entity_matcher=matcher)
     query = torch.zeros(1, 32)
     query[0, 0] = 1.0
-    return retriever.retrieve(Queries(["Was Wolfgang Smith in the November Revolution?"], query), k=2).indices[0].tolist()
+    return retriever, Queries([QUESTION], query)
+
+
+def _top2_and_mass(retriever: ISORetriever, queries: Queries) -> tuple[list[int], dict[int, float]]:
+    result = retriever.retrieve(queries, k=2, trace=True)
+    return result.indices[0].tolist(), result.traces[0]["ppr"]
 
 
 def test_a_unique_mention_outside_the_dense_pool_seeds_only_the_passage_titled_with_it():
-    assert set(_far_unique_mentions(vouched=False)) == {18, 19}  # trusted: both far passages take the top 2
-    assert _far_unique_mentions(vouched=True) == [18, 0]  # the titled article keeps its seed; the other's share goes to the seeds
+    trusted, trusted_mass = _top2_and_mass(*_far_unique_mentions(vouched=False))
+    vouched, vouched_mass = _top2_and_mass(*_far_unique_mentions(vouched=True))
+    assert set(trusted) == {18, 19}  # trusted: both far passages take the top 2
+    assert vouched == [18, 0]  # the titled article keeps its seed; the other's share goes to the passage seeds
+    assert vouched_mass[20] == pytest.approx(trusted_mass[20])  # the named entity node keeps its share
+    assert vouched_mass[19] == 0.0 and vouched_mass[0] > trusted_mass[0]
+    near, _ = _top2_and_mass(*_far_unique_mentions(vouched=True, near=True))
+    assert set(near) == {18, 19}  # inside the dense pool a unique mention needs no title
 
 
-def test_an_index_hands_its_unique_mention_titles_to_the_matcher_only_when_asked():
+def test_a_matcher_of_ones_own_is_vouched_for_by_the_dense_pool_alone():
+    retriever, queries = _far_unique_mentions(vouched=True, matcher=lambda questions: [[18, 19, 20] for _ in questions])
+    assert _top2_and_mass(retriever, queries)[0] == [0, 1]  # no titles to read: both far passages give their share back
+
+
+def test_an_index_hands_its_titles_to_the_matcher_only_when_asked():
     from isorag_pyg.datasets.types import Passage
 
     index = ISORAGIndex.build([*CORPUS, Passage("6", "Wolfgang Smith", "A mathematician from Aldania.")], f_theta=None, progress=False)
     assert index.unique_mentions.get("wolfgangsmith") == 6
-    assert index.retriever("iso", unique_mentions_vouched=True).entity_matcher.titled == {"wolfgangsmith": 6}
-    assert index.retriever("iso").entity_matcher.titled == {}
+    question = ["Where was Wolfgang Smith born?"]
+    assert index.retriever("iso", unique_mentions_vouched=True).entity_matcher.titled_rows(question) == [{6}]
+    assert index.retriever("iso").entity_matcher.titled_rows(question) == [set()]
