@@ -24,8 +24,8 @@ Every attacked index is built by ``ISORAGIndex.build`` over the attacked corpus 
 gives), and for each retriever (dense, BM25, global PPR, ISO-RAG and its uniform and shuffled φ
 ablations and HippoRAG 2's walk, each with the knobs the index stores; the study flags, e.g.
 ``--entity-gates`` or ``--vouched``, add ISO-RAG with other knobs) the script reports clean
-Recall@5 (unattacked index) and Recall@5 under attack, for the targeted and for the untargeted questions, ASR@5 (share of targets with at least one injected
-passage in the top 5) and the mean number of injected passages per top 5 (boilerplate: the share
+Recall@5 (unattacked index) and Recall@5 under attack, for the targeted and for the untargeted
+questions, ASR@5 (share of targets with at least one injected passage in the top 5) and the mean number of injected passages per top 5 (boilerplate: the share
 of top-5 slots held by passages with the footer, against their share of the corpus). It also
 checks that ``index.add`` of the injected passages (boilerplate: ``remove`` + ``add`` of the
 changed passages) gives the same top 5s as the rebuild (``add_equals_rebuild``: share of

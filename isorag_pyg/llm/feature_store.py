@@ -54,8 +54,7 @@ class ISORAGFeatureStore:
         _, pool, _ = self.retriever.sizes(self.config["k"])
         self.last_candidates = dense_candidates(self.retriever.graph, queries.embeddings, pool, self.retriever.ann)
         self.last_entity_seeds = self.retriever.entity_seeds([query])
-        vouching = self.last_entity_seeds is not None and self.retriever.knobs.unique_mentions_vouched
-        self.last_entity_vouched = self.retriever.vouched([query], self.last_entity_seeds, self.last_candidates) if vouching else None
+        self.last_entity_vouched = self.retriever.vouched([query], self.last_entity_seeds, self.last_candidates)
         return self.last_candidates.pool[0], queries.embeddings[0]
 
     def retrieve_seed_edges(self, query: str, **kwargs: Any) -> Tensor:

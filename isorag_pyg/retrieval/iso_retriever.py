@@ -162,11 +162,13 @@ class ISORetriever:
         degree = (self.graph.rowptr[node + 1] - self.graph.rowptr[node]).clamp_min(1).float()
         return torch.where(node < self.graph.num_passages, 1.0, 1.0 / degree)
 
-    def vouched(self, questions: Sequence[str], seeds: tuple[Tensor, Tensor], candidates: DenseCandidates) -> Tensor:
-        """``[S]`` bool over the entity ``seeds`` (question, row) of ``questions``: which are vouched
-        for (``unique_mentions_vouched``): entity nodes, and unique-mention passages in their
-        question's dense pool or titled with the name the question writes
-        (:meth:`~isorag_pyg.graph.query_entities.QueryEntityMatcher.titled_rows`)."""
+    def vouched(self, questions: Sequence[str], seeds: tuple[Tensor, Tensor] | None, candidates: DenseCandidates) -> Tensor | None:
+        """``[S]`` bool over the entity ``seeds`` (question, row) of ``questions``: which are vouched for: entity nodes, and
+        unique-mention passages in their question's dense pool or titled with the name the question writes
+        (:meth:`~isorag_pyg.graph.query_entities.QueryEntityMatcher.titled_rows`); ``None`` (all are) without seeds or the
+        knob ``unique_mentions_vouched``."""
+        if seeds is None or not self.knobs.unique_mentions_vouched:
+            return None
         question, node = seeds
         in_pool = (candidates.pool[question] == node.unsqueeze(1)).any(dim=1)
         titled_rows = getattr(self.entity_matcher, "titled_rows", None)  # a matcher of one's own may not know titles
@@ -189,7 +191,7 @@ class ISORetriever:
         candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
         seeds = self.entity_seeds(queries.texts)
         local = self.local_graphs(candidates, m, seeds)
-        vouched = self.vouched(queries.texts, seeds, candidates) if seeds is not None and self.knobs.unique_mentions_vouched else None
+        vouched = self.vouched(queries.texts, seeds, candidates)
         keep = self.edge_keep[local.edge_slot]
         named = self.named_bridge[local.node]
         has_named = bool(named.any())
