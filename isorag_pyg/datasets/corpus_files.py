@@ -13,11 +13,11 @@ import csv
 import io
 import logging
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from isorag_pyg import defaults
+from isorag_pyg.datasets.chunking import TokenCounter, count_words, split_passages, split_title
 from isorag_pyg.datasets.corpus_report import DOCUMENT_SUFFIXES, MAX_PASSAGE_CHARS, CorpusReport
 from isorag_pyg.datasets.errors import DatasetFormatError
 from isorag_pyg.datasets.formats import (
@@ -38,13 +38,9 @@ from isorag_pyg.datasets.types import MatchReport, Passage
 log = logging.getLogger(__name__)
 
 
-TokenCounter = Callable[[str], int]
 #: The fields of a passage record that a passage takes (corpus_from_records).
 PASSAGE_FIELDS = frozenset({"title", "text", "paragraph_text", "id", "idx"})
-# an ATX Markdown heading line ("## Install ##"; closing #s after a space); its text is group 1
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)(?:\s+#+)?\s*$")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def load_corpus(path: str | Path, max_tokens: int = defaults.MAX_TOKENS, count_tokens: TokenCounter | None = None,
@@ -68,10 +64,10 @@ def load_corpus(path: str | Path, max_tokens: int = defaults.MAX_TOKENS, count_t
         raise FileNotFoundError(f"{path}: no such file or folder")
     report = CorpusReport(str(path))
     if reads_documents(path):
-        raw = _read_documents(path, max_tokens, count_tokens or _count_words, report)
+        raw = _read_documents(path, max_tokens, count_tokens or count_words, report)
     else:
         raw = _read_csv(path) if path.suffix.lower() == ".csv" else _read_records_file(path, report)
-        raw = split_long_passages(raw, max_tokens, count_tokens or _count_words, report)
+        raw = split_long_passages(raw, max_tokens, count_tokens or count_words, report)
     if not raw:
         raise DatasetFormatError(path, "no passages found" + (f" ({report.summary()})" if report.noteworthy else ""))
     merged = MatchReport()
@@ -99,10 +95,6 @@ def tokenizer_counter(model_path: str) -> TokenCounter:
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     tokenizer.model_max_length = 1 << 30  # counting only: no warning about texts longer than the model reads
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def _count_words(text: str) -> int:
-    return len(text.split())
 
 
 def _checked(raw: list[RawPassage], path: Path) -> list[RawPassage]:
@@ -223,62 +215,3 @@ def _read_document(file: Path, name: str, max_tokens: int, count_tokens: TokenCo
         report.split_long.append(name)
     report.documents += 1
     return [RawPassage(f"{name}#{i}", title, chunk) for i, chunk in enumerate(chunks)]
-
-
-def split_title(text: str, fallback: str) -> tuple[str, str]:
-    """The first Markdown heading as the title (and the text without it), else ``fallback``.
-
-    Example:
-        >>> split_title("# Paris\\n\\nThe capital.", "paris")
-        ('Paris', '\\nThe capital.')
-    """
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        match = _HEADING.match(line)
-        if match:
-            return match.group(1).strip(), "\n".join(lines[:i] + lines[i + 1 :])
-        break
-    return fallback, text
-
-
-def split_passages(text: str, max_tokens: int, count_tokens: TokenCounter = _count_words, max_chars: int = MAX_PASSAGE_CHARS) -> list[str]:
-    """Pack consecutive paragraphs into passages of at most ``max_tokens`` tokens and ``max_chars``
-    characters; a paragraph longer than that is split at sentence ends, a sentence longer than
-    that at words, and a word longer than ``max_chars`` every ``max_chars`` characters.
-    Pieces are counted once and their counts added (exact for word-piece tokenizers such as the
-    default encoder's, which tokenize each whitespace-separated word on its own).
-
-    Example:
-        >>> split_passages("a b c\\n\\nd e\\n\\nf g h i", max_tokens=5)
-        ['a b c d e', 'f g h i']
-    """
-    pieces: list[tuple[str, int]] = []
-    for paragraph in _PARAGRAPH_BREAK.split(text):
-        paragraph = normalize_text(paragraph)
-        if paragraph:
-            pieces.extend(_pieces(paragraph, max_tokens, count_tokens, max_chars))
-    passages: list[tuple[str, int]] = []
-    for piece, size in pieces:
-        if passages and passages[-1][1] + size <= max_tokens and len(passages[-1][0]) + 1 + len(piece) <= max_chars:
-            passages[-1] = (f"{passages[-1][0]} {piece}", passages[-1][1] + size)
-        else:
-            passages.append((piece, size))
-    return [passage for passage, _ in passages]
-
-
-def _pieces(paragraph: str, max_tokens: int, count_tokens: TokenCounter, max_chars: int) -> list[tuple[str, int]]:
-    """A paragraph as (text, tokens) pieces within both limits: whole, else sentences, else words."""
-    size = count_tokens(paragraph)
-    if size <= max_tokens and len(paragraph) <= max_chars:
-        return [(paragraph, size)]
-    pieces: list[tuple[str, int]] = []
-    for sentence in _SENTENCE_END.split(paragraph):
-        size = count_tokens(sentence)
-        if size <= max_tokens and len(sentence) <= max_chars:
-            pieces.append((sentence, size))
-            continue
-        parts = [word[i : i + max_chars] for word in sentence.split() for i in range(0, len(word), max_chars)]
-        pieces.extend((part, count_tokens(part)) for part in parts)
-    return pieces

@@ -110,7 +110,7 @@ def as_passages(passages: Sequence[Passage | Mapping[str, Any]], id_offset: int 
             raise ValueError(f"passage {i} ({p.id or p.title!r}) has an empty text")
         if len(p.text) > MAX_PASSAGE_CHARS:
             raise ValueError(f"passage {i} ({p.id or p.title!r}) has {len(p.text)} characters, over the limit of {MAX_PASSAGE_CHARS}: "
-                             "split it (isorag_pyg.datasets.corpus_files.split_passages, or read it with ISORAGIndex.read_corpus)")
+                             "split it (isorag_pyg.datasets.chunking.split_passages, or read it with ISORAGIndex.read_corpus)")
     report = report if report is not None else MatchReport()
     corpus = build_corpus(raw, "passages", report, id_offset)
     if report.duplicate_passages:

@@ -1,6 +1,7 @@
 """Citations in an answer: the ``[n]`` markers naming the prompt's numbered passages, or, for an
 answer without markers (a small reader often writes none), the best-ranked passage that contains
-the answer (or all of its words), marked as matched rather than cited."""
+the answer (or all of its words, or what it adds to the question), marked as matched rather than
+cited."""
 from __future__ import annotations
 
 import re
@@ -61,23 +62,32 @@ def citation_words(text: str) -> list[str]:
     return [w for w in words if w not in ARTICLES]
 
 
-def matched_number(answer: str, texts: Sequence[str]) -> int | None:
+def matched_number(answer: str, texts: Sequence[str], question: str = "") -> int | None:
     """The number (1-based) of the first of ``texts`` whose words (:func:`citation_words`)
     contain the answer's as a phrase, else of the first that contains all of them in any order
     (a reader that reorders or joins what it read: "1,000 idle sockets" from "1,100 idle +
-    1,000 slow-loris sockets"); ``None``: none does, or the answer is empty or says the
-    documents do not hold it.
+    1,000 slow-loris sockets"), else of the first that contains, as a phrase, the words the
+    answer adds to ``question`` (a reader that restates the question: "The default port is
+    8000"); ``None``: none does, or the answer is empty, adds nothing to the question or says
+    the documents do not hold it.
 
     Example:
         >>> matched_number("Paris.", ["Lyon is a city.", "The capital is Paris, France."])
         2
         >>> matched_number("France, capital", ["Lyon is in France.", "Paris is the capital of France."])
         2
+        >>> matched_number("The default port is 8000.", ["port 80", "| --port | 8000 |"], "What is the default port?")
+        2
     """
     wanted = citation_words(without_markers(answer))
     if not wanted or wanted == citation_words(NOT_FOUND):
         return None
-    texts = [citation_words(text) for text in texts]
-    phrase = " ".join(wanted)
-    found = next((n for n, words in enumerate(texts, 1) if f" {phrase} " in f" {' '.join(words)} "), None)
-    return found if found is not None else next((n for n, words in enumerate(texts, 1) if set(wanted) <= set(words)), None)
+    texts = [f" {' '.join(citation_words(text))} " for text in texts]
+    asked = set(citation_words(question))
+    added = [w for w in wanted if w not in asked]
+    found = next((n for n, words in enumerate(texts, 1) if f" {' '.join(wanted)} " in words), None)
+    if found is None:
+        found = next((n for n, words in enumerate(texts, 1) if set(wanted) <= set(words.split())), None)
+    if found is None and added and added != wanted:
+        found = next((n for n, words in enumerate(texts, 1) if f" {' '.join(added)} " in words), None)
+    return found

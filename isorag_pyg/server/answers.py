@@ -59,7 +59,7 @@ class AnswerPassage(BaseModel):
 
 
 class Citation(BaseModel):
-    """A passage the answer cites: ``by`` ``"marker"`` (its ``[n]``) or ``"match"`` (no marker: the best-ranked passage that contains the answer, or all of its words)."""
+    """A passage the answer cites: ``by`` ``"marker"`` (its ``[n]``) or ``"match"`` (no marker: the best-ranked passage that contains the answer, all of its words, or what it adds to the question)."""
 
     n: int
     id: str

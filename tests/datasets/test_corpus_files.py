@@ -1,4 +1,4 @@
-"""Own corpora: passage files, dataset files and folders of documents; chunking; bad files."""
+"""Own corpora: passage files, dataset files and folders of documents; bad files."""
 from __future__ import annotations
 
 import json
@@ -11,42 +11,9 @@ from isorag_pyg.datasets import DatasetFormatError
 from isorag_pyg.datasets.corpus_files import (
     MAX_PASSAGE_CHARS,
     load_corpus,
-    split_passages,
-    split_title,
     tokenizer_counter,
 )
 from isorag_pyg.encoders.sentence import resolve_model
-
-
-def test_paragraphs_are_packed_up_to_the_budget():
-    assert split_passages("a b c\n\nd e\n\n\nf g h i", max_tokens=5) == ["a b c d e", "f g h i"]
-    assert split_passages("a b c\n\nd e f", max_tokens=6) == ["a b c d e f"]
-    assert split_passages("a b c\n\nd e f", max_tokens=5) == ["a b c", "d e f"]  # never over the budget
-    assert split_passages("  \n\n \n", max_tokens=5) == []
-
-
-def test_long_paragraphs_split_at_sentences_then_words():
-    paragraph = "One two three. Four five six seven. Eight nine."
-    assert split_passages(paragraph, max_tokens=4) == ["One two three.", "Four five six seven.", "Eight nine."]
-    assert split_passages("w1 w2 w3 w4 w5 w6 w7", max_tokens=3) == ["w1 w2 w3", "w4 w5 w6", "w7"]
-    count = tokenizer_counter(resolve_model(defaults.ENCODER))
-    text = "\n\n".join(f"Paragraph {i} talks about the Eiffel Tower and Gustave Eiffel's engineering." for i in range(40))
-    chunks = split_passages(text, 64, count)
-    assert len(chunks) > 1 and all(count(c) <= 64 for c in chunks)
-    assert " ".join(chunks) == " ".join(text.split())  # nothing lost, order kept
-
-
-def test_passages_never_exceed_the_character_limit():
-    assert split_passages("aaa bb. cc dd\n\nee", max_tokens=100, max_chars=6) == ["aaa", "bb.", "cc dd", "ee"]
-    assert split_passages("abcdefghij k", max_tokens=100, max_chars=4) == ["abcd", "efgh", "ij k"]
-
-
-def test_title_is_the_first_heading_else_the_file_name():
-    assert split_title("\n# Paris #\n\nThe capital.", "x")[0] == "Paris"
-    assert split_title("## Sub heading\ntext", "x")[0] == "Sub heading"
-    assert split_title("No heading here.\n# Later", "notes") == ("notes", "No heading here.\n# Later")
-    assert split_title("### C# tips\ntext", "x")[0] == "C# tips"  # a closing run of # needs a space before it
-    assert split_title("# Title ##\r\nbody\r\n", "x")[0] == "Title"  # Windows line ends
 
 
 def test_folder_of_documents(tmp_path):

@@ -22,7 +22,8 @@ from isorag_pyg.qa.reader_spec import HOW_TO_GET_ONE, PACKAGED, ReaderSpec, Read
 QUESTIONS = ["Which town is known for craft number 5?", "What is Velmora 0 known for?", "Which town is known for craft number 7?"]
 #: What the fake reader answers: cited passages by number, one outside any prompt ([9]), one repeated.
 ANSWERS = {QUESTIONS[0]: "Quen 5 [1] [9]", QUESTIONS[1]: "craft number 0 [2][1][2]", QUESTIONS[2]: "the documents do not contain the answer",
-           "Where is craft number 7 made?": "Sarn 7", "Which town is 99 miles away?": "Atlantis"}
+           "Where is craft number 7 made?": "Sarn 7", "Which town is 99 miles away?": "Atlantis",
+           "In which town is craft number 7 made?": "Craft number 7 is made in Sarn 7"}
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +56,24 @@ def test_citations_are_the_numbers_in_the_prompt_in_the_order_cited():
     # hyphens, case and Unicode forms read alike
     assert matched_number("email", ["send an e-mail"]) == 1 and matched_number("STRASSE", ["die Straße"]) == 1
     assert matched_number("cafe\u0301", ["un caf\u00e9 noir"]) == 1
+    # failing those, what the answer adds to the question, as a phrase: a reader that restates the question
+    question = "What is the default hub cap?"
+    rows = ["| beta | 0.2 | keep an edge |", "| max_expansion | 100 | hub cap: new neighbours kept per hop |"]
+    assert matched_number("The default hub cap is 100.", rows) is None and matched_number("The default hub cap is 100.", rows, question) == 2
+    assert matched_number("The default hub cap is 100 or 200.", rows, question) is None  # "100 or 200" is in no passage
+    assert matched_number("The default hub cap.", rows, question) is None  # adds nothing to the question
 
 
 def test_an_answer_without_markers_cites_the_best_passage_that_contains_it(index):
     with FakeLLM(answers=ANSWERS) as llm, fake_reader(llm).make() as reader:
-        matched, missing, marked = index.answer(["Where is craft number 7 made?", "Which town is 99 miles away?", QUESTIONS[0]], k=5, reader=reader)
+        matched, missing, marked, restated = index.answer(["Where is craft number 7 made?", "Which town is 99 miles away?", QUESTIONS[0],
+                                                           "In which town is craft number 7 made?"], k=5, reader=reader)
     first = next(p for p in matched["passages"] if "Sarn 7" in p["title"] + " " + p["text"])
     assert matched["citations"] == [{"n": first["n"], "id": first["id"], "title": first["title"], "by": "match"}]
+    # an answer that restates the question is matched on what it adds to it ("Sarn 7")
+    first = next(p for p in restated["passages"] if "Sarn 7" in p["title"] + " " + p["text"])
+    assert not any("craft number 7 is made in" in p["text"].lower() for p in restated["passages"])
+    assert restated["citations"] == [{"n": first["n"], "id": first["id"], "title": first["title"], "by": "match"}]
     assert missing["citations"] == [] and [c["by"] for c in marked["citations"]] == ["marker"]
 
 

@@ -1,0 +1,216 @@
+"""A document split into passages under a token budget, along its Markdown structure: a heading
+starts a new passage, and every passage begins with the headings of the section it lies in; a
+table too long for one passage gives a passage per row, each under the table's header row (a
+row is a record: its header says what its cells are); a fenced code block is split between lines; any other paragraph whole, else at sentence ends, else at words. Plain text (no headings,
+tables or fences) is packed paragraph by paragraph."""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from isorag_pyg.datasets.corpus_report import MAX_PASSAGE_CHARS
+from isorag_pyg.datasets.formats import normalize_text
+
+TokenCounter = Callable[[str], int]
+# an ATX Markdown heading line ("## Install ##"; closing #s after a space): level marks, text
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)(?:\s+#+)?\s*$")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+# a table's delimiter row: "|---|:--:|", "--- | ---"
+_TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def count_words(text: str) -> int:
+    """Whitespace-separated words: the budget's unit when no tokenizer is given."""
+    return len(text.split())
+
+
+def split_title(text: str, fallback: str) -> tuple[str, str]:
+    """The first Markdown heading as the title (and the text without it), else ``fallback``.
+
+    Example:
+        >>> split_title("# Paris\\n\\nThe capital.", "paris")
+        ('Paris', '\\nThe capital.')
+    """
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        match = _HEADING.match(line)
+        if match:
+            return match.group(2).strip(), "\n".join(lines[:i] + lines[i + 1 :])
+        break
+    return fallback, text
+
+
+@dataclass(frozen=True)
+class _Limits:
+    tokens: int
+    chars: int
+    count: TokenCounter
+
+    def fits(self, text: str, size: int) -> bool:
+        return size <= self.tokens and len(text) <= self.chars
+
+
+def split_passages(text: str, max_tokens: int, count_tokens: TokenCounter = count_words,
+                   max_chars: int = MAX_PASSAGE_CHARS) -> list[str]:
+    """``text`` as passages of at most ``max_tokens`` tokens and ``max_chars`` characters, whitespace
+    collapsed, in order, nothing left out. The blocks of one section are packed together, except a
+    table too long for one passage, whose rows are passages of their own under its header. A
+    passage begins with its section's heading lines: the innermost ones that fit half the budget;
+    one that does not, and a heading with no text after it, is read as a paragraph where no
+    earlier passage holds it. Pieces are counted once and their counts added (exact for
+    word-piece tokenizers such as the default encoder's, which tokenize each whitespace-separated
+    word on its own).
+
+    Example:
+        >>> split_passages("a b c\\n\\nd e\\n\\nf g h i", max_tokens=5)
+        ['a b c d e', 'f g h i']
+        >>> split_passages("## Knobs\\n\\n| knob | default |\\n|---|---|\\n| k | 5 |\\n| tau | 10 |", max_tokens=16)
+        ['## Knobs | knob | default | |---|---| | k | 5 |', '## Knobs | knob | default | |---|---| | tau | 10 |']
+    """
+    passages: list[str] = []
+    shown: set[int] = set()  # the heading lines some passage holds
+    for headings, blocks in _sections(text.splitlines()):
+        kept = _prefix_headings(headings, _Limits(max_tokens, max_chars, count_tokens)) if blocks else []
+        unshown = [("text", [line]) for number, line in headings if number not in shown and (number, line) not in kept]
+        shown.update(number for number, _ in headings)
+        prefix = normalize_text(" ".join(line for _, line in kept))
+        limits = _Limits(max_tokens - (count_tokens(prefix) if prefix else 0), max_chars - (len(prefix) + 1 if prefix else 0), count_tokens)
+        packed: list[tuple[str, int]] = []
+        sealed = 0  # the passages before this one take no more pieces
+        for block in unshown + blocks:
+            rows = _table_rows(block, limits)
+            if rows:
+                packed.extend(rows)
+                sealed = len(packed)
+                continue
+            for piece, size in _block_pieces(block, limits):
+                if len(packed) > sealed and limits.fits(f"{packed[-1][0]} {piece}", packed[-1][1] + size):
+                    packed[-1] = (f"{packed[-1][0]} {piece}", packed[-1][1] + size)
+                else:
+                    packed.append((piece, size))
+        passages.extend(f"{prefix} {body}" if prefix else body for body, _ in packed)
+    return passages
+
+
+def _sections(lines: list[str]) -> Iterator[tuple[list[tuple[int, str]], list[tuple[str, list[str]]]]]:
+    """Per section, in order: its headings (outermost first, as (line number, line)) and its blocks
+    as (kind, lines), kind ``"text"``, ``"table"`` or ``"code"``. A section without blocks is left
+    out when its headings begin a subsection's, else given without blocks."""
+    headings: list[tuple[int, int, str]] = []  # (line number, level, line)
+    yielded: set[int] = set()
+    blocks: list[tuple[str, list[str]]] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        heading = _HEADING.match(line)
+        if not line.strip():
+            i += 1
+        elif heading:
+            level = len(heading.group(1))
+            if blocks or any(number not in yielded for number, lvl, _ in headings if lvl >= level):
+                yield [(number, line) for number, _, line in headings], blocks
+                yielded.update(number for number, _, _ in headings)
+                blocks = []
+            headings = [h for h in headings if h[1] < level] + [(i, level, line)]
+            i += 1
+        elif _FENCE.match(line):
+            fence = _FENCE.match(line).group(1)
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence[0] * len(fence))), len(lines) - 1)
+            blocks.append(("code", lines[i : end + 1]))
+            i = end + 1
+        else:
+            end = i
+            while end + 1 < len(lines) and lines[end + 1].strip() and not _HEADING.match(lines[end + 1]) and not _FENCE.match(lines[end + 1]):
+                end += 1
+            paragraph = lines[i : end + 1]
+            is_table = len(paragraph) > 2 and "|" in paragraph[0] and "|" in paragraph[1] and _TABLE_DELIMITER.match(paragraph[1])
+            blocks.append(("table" if is_table else "text", paragraph))
+            i = end + 1
+    if blocks or headings:
+        yield [(number, line) for number, _, line in headings], blocks
+
+
+def _prefix_headings(headings: list[tuple[int, str]], limits: _Limits) -> list[tuple[int, str]]:
+    """The heading lines a section's passages begin with: the innermost ones that together fit half
+    the budget (a passage keeps the other half for its text)."""
+    kept: list[tuple[int, str]] = []
+    for heading in reversed(headings):
+        candidate = normalize_text(" ".join(line for _, line in [heading, *kept]))
+        if 2 * limits.count(candidate) > limits.tokens or 2 * len(candidate) > limits.chars:
+            break
+        kept.insert(0, heading)
+    return kept
+
+
+def _table_rows(block: tuple[str, list[str]], limits: _Limits) -> list[tuple[str, int]]:
+    """A table too long for one passage as passages of one row each under its header row (a row
+    too long for that split at sentences, else words); none for any other block, or a table whose
+    header takes more than half the budget."""
+    kind, lines = block
+    if kind != "table":
+        return []
+    whole = normalize_text(" ".join(lines))
+    header = normalize_text(" ".join(lines[:2]))
+    header_size = limits.count(header)
+    if limits.fits(whole, limits.count(whole)) or 2 * header_size > limits.tokens or 2 * len(header) > limits.chars:
+        return []
+    row_limits = _Limits(limits.tokens - header_size, limits.chars - len(header) - 1, limits.count)
+    return [(f"{header} {piece}", header_size + size) for row in lines[2:] for piece, size in _runs([row], row_limits)]
+
+
+def _block_pieces(block: tuple[str, list[str]], limits: _Limits) -> list[tuple[str, int]]:
+    """A block as (text, tokens) pieces within ``limits``: whole if it fits; code (and a table with
+    a long header) as runs of lines; any other paragraph as sentences, else words."""
+    kind, lines = block
+    whole = normalize_text(" ".join(lines))
+    size = limits.count(whole) if whole else 0
+    if not whole or limits.fits(whole, size):
+        return [(whole, size)] if whole else []
+    return _runs(lines, limits) if kind in ("table", "code") else _sentences(whole, limits)
+
+
+def _runs(lines: list[str], limits: _Limits) -> list[tuple[str, int]]:
+    """Consecutive lines packed up to ``limits``; a line over them split at sentences, else words."""
+    runs: list[tuple[str, int]] = []
+    for line in lines:
+        for piece, size in _sentences(normalize_text(line), limits):
+            if runs and limits.fits(f"{runs[-1][0]} {piece}", runs[-1][1] + size):
+                runs[-1] = (f"{runs[-1][0]} {piece}", runs[-1][1] + size)
+            else:
+                runs.append((piece, size))
+    return runs
+
+
+def _sentences(text: str, limits: _Limits) -> list[tuple[str, int]]:
+    """``text`` as pieces within ``limits``: whole, else sentences, else words, else parts of words."""
+    if not text:
+        return []
+    size = limits.count(text)
+    if limits.fits(text, size):
+        return [(text, size)]
+    pieces: list[tuple[str, int]] = []
+    for sentence in _SENTENCE_END.split(text):
+        size = limits.count(sentence)
+        if limits.fits(sentence, size):
+            pieces.append((sentence, size))
+            continue
+        pieces.extend(piece for word in sentence.split() for piece in _word_parts(word, limits))
+    return pieces
+
+
+def _word_parts(word: str, limits: _Limits) -> list[tuple[str, int]]:
+    """A word as parts within ``limits``: whole, else runs of characters (a link or a table's
+    delimiter row can be one word of more tokens than the budget)."""
+    size = limits.count(word)
+    width = len(word) if size <= limits.tokens else max(1, min(limits.tokens, limits.chars))
+    width = min(width, limits.chars)
+    while True:
+        parts = [word[i : i + width] for i in range(0, len(word), width)]
+        sizes = [limits.count(part) for part in parts] if len(parts) > 1 else [size]
+        if width == 1 or max(sizes) <= limits.tokens:
+            return list(zip(parts, sizes))
+        width //= 2
