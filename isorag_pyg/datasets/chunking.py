@@ -1,8 +1,9 @@
 """A document split into passages under a token budget, along its Markdown structure: a heading
 starts a new passage, and every passage begins with the headings of the section it lies in; a
 table too long for one passage gives a passage per row, each under the table's header row (a
-row is a record: its header says what its cells are); a fenced code block is split between lines; any other paragraph whole, else at sentence ends, else at words. Plain text (no headings,
-tables or fences) is packed paragraph by paragraph."""
+row is a record: its header says what its cells are); a fenced code block is split between
+lines; any other paragraph is kept whole, else split at sentence ends, else at words. Plain text
+is packed paragraph by paragraph."""
 from __future__ import annotations
 
 import re
@@ -13,17 +14,34 @@ from isorag_pyg.datasets.corpus_report import MAX_PASSAGE_CHARS
 from isorag_pyg.datasets.formats import normalize_text
 
 TokenCounter = Callable[[str], int]
-# an ATX Markdown heading line ("## Install ##"; closing #s after a space): level marks, text
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)(?:\s+#+)?\s*$")
-_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-# a table's delimiter row: "|---|:--:|", "--- | ---"
-_TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+# the start of an ATX Markdown heading line ("## Install"): up to 3 spaces, 1-6 #s, a space or the end
+_HEADING_START = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|$)")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_DELIMITER_CELL = re.compile(r":?-+:?")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def count_words(text: str) -> int:
     """Whitespace-separated words: the budget's unit when no tokenizer is given."""
     return len(text.split())
+
+
+def heading(line: str) -> tuple[int, str] | None:
+    """An ATX heading line's level and text, a closing run of #s after a space left out; ``None``
+    for any other line (or a heading without text).
+
+    Example:
+        >>> heading("## Install ##"), heading("### C# tips"), heading("#hashtag")
+        ((2, 'Install'), (3, 'C# tips'), None)
+    """
+    match = _HEADING_START.match(line)
+    if not match:
+        return None
+    text = line[match.end() :].strip()
+    unclosed = text.rstrip("#")
+    if unclosed != text and (not unclosed or unclosed[-1] in " \t"):
+        text = unclosed.rstrip()
+    return (len(match.group(1)), text) if text else None
 
 
 def split_title(text: str, fallback: str) -> tuple[str, str]:
@@ -37,11 +55,16 @@ def split_title(text: str, fallback: str) -> tuple[str, str]:
     for i, line in enumerate(lines):
         if not line.strip():
             continue
-        match = _HEADING.match(line)
-        if match:
-            return match.group(2).strip(), "\n".join(lines[:i] + lines[i + 1 :])
+        found = heading(line)
+        if found:
+            return found[1], "\n".join(lines[:i] + lines[i + 1 :])
         break
     return fallback, text
+
+
+def _delimiter_row(line: str) -> bool:
+    """Whether ``line`` is a table's delimiter row: ``|---|:--:|``, ``--- | ---``."""
+    return "|" in line and all(_DELIMITER_CELL.fullmatch(cell.strip()) for cell in line.strip().strip("|").split("|"))
 
 
 @dataclass(frozen=True)
@@ -55,15 +78,15 @@ class _Limits:
 
 
 def split_passages(text: str, max_tokens: int, count_tokens: TokenCounter = count_words,
-                   max_chars: int = MAX_PASSAGE_CHARS) -> list[str]:
+                   max_chars: int = MAX_PASSAGE_CHARS, markdown: bool = True) -> list[str]:
     """``text`` as passages of at most ``max_tokens`` tokens and ``max_chars`` characters, whitespace
     collapsed, in order, nothing left out. The blocks of one section are packed together, except a
     table too long for one passage, whose rows are passages of their own under its header. A
-    passage begins with its section's heading lines: the innermost ones that fit half the budget;
-    one that does not, and a heading with no text after it, is read as a paragraph where no
-    earlier passage holds it. Pieces are counted once and their counts added (exact for
-    word-piece tokenizers such as the default encoder's, which tokenize each whitespace-separated
-    word on its own).
+    passage begins with its section's heading lines, the innermost ones that fit half the budget;
+    a heading that is in no such prefix is a passage of its own, where it stands. Pieces are
+    counted once and their counts added (exact for word-piece tokenizers such as the default
+    encoder's, which tokenize each whitespace-separated word on its own). ``markdown=False``:
+    paragraphs only, no headings, tables or code (a ``.txt`` file).
 
     Example:
         >>> split_passages("a b c\\n\\nd e\\n\\nf g h i", max_tokens=5)
@@ -71,63 +94,71 @@ def split_passages(text: str, max_tokens: int, count_tokens: TokenCounter = coun
         >>> split_passages("## Knobs\\n\\n| knob | default |\\n|---|---|\\n| k | 5 |\\n| tau | 10 |", max_tokens=16)
         ['## Knobs | knob | default | |---|---| | k | 5 |', '## Knobs | knob | default | |---|---| | tau | 10 |']
     """
+    full = _Limits(max_tokens, max_chars, count_tokens)
     passages: list[str] = []
     shown: set[int] = set()  # the heading lines some passage holds
-    for headings, blocks in _sections(text.splitlines()):
-        kept = _prefix_headings(headings, _Limits(max_tokens, max_chars, count_tokens)) if blocks else []
-        unshown = [("text", [line]) for number, line in headings if number not in shown and (number, line) not in kept]
+    for headings, blocks in _sections(text.splitlines(), markdown):
+        kept = _prefix_headings(headings, full) if blocks else []
+        alone = [("text", [line]) for number, line in headings if number not in shown and (number, line) not in kept]
         shown.update(number for number, _ in headings)
+        passages.extend(body for body, _ in _pack(alone, full))
         prefix = normalize_text(" ".join(line for _, line in kept))
-        limits = _Limits(max_tokens - (count_tokens(prefix) if prefix else 0), max_chars - (len(prefix) + 1 if prefix else 0), count_tokens)
-        packed: list[tuple[str, int]] = []
-        sealed = 0  # the passages before this one take no more pieces
-        for block in unshown + blocks:
-            rows = _table_rows(block, limits)
-            if rows:
-                packed.extend(rows)
-                sealed = len(packed)
-                continue
-            for piece, size in _block_pieces(block, limits):
-                if len(packed) > sealed and limits.fits(f"{packed[-1][0]} {piece}", packed[-1][1] + size):
-                    packed[-1] = (f"{packed[-1][0]} {piece}", packed[-1][1] + size)
-                else:
-                    packed.append((piece, size))
-        passages.extend(f"{prefix} {body}" if prefix else body for body, _ in packed)
+        limits = _Limits(max_tokens - count_tokens(prefix), max_chars - len(prefix) - 1, count_tokens) if prefix else full
+        passages.extend(f"{prefix} {body}" if prefix else body for body, _ in _pack(blocks, limits))
     return passages
 
 
-def _sections(lines: list[str]) -> Iterator[tuple[list[tuple[int, str]], list[tuple[str, list[str]]]]]:
+def _pack(blocks: list[tuple[str, list[str]]], limits: _Limits) -> list[tuple[str, int]]:
+    """Blocks' pieces packed into passages of at most ``limits``, a long table's rows alone."""
+    packed: list[tuple[str, int]] = []
+    sealed = 0  # the passages before this one take no more pieces
+    for block in blocks:
+        rows = _table_rows(block, limits)
+        if rows:
+            packed.extend(rows)
+            sealed = len(packed)
+            continue
+        for piece, size in _block_pieces(block, limits):
+            if len(packed) > sealed and limits.fits(f"{packed[-1][0]} {piece}", packed[-1][1] + size):
+                packed[-1] = (f"{packed[-1][0]} {piece}", packed[-1][1] + size)
+            else:
+                packed.append((piece, size))
+    return packed
+
+
+def _sections(lines: list[str], markdown: bool) -> Iterator[tuple[list[tuple[int, str]], list[tuple[str, list[str]]]]]:
     """Per section, in order: its headings (outermost first, as (line number, line)) and its blocks
     as (kind, lines), kind ``"text"``, ``"table"`` or ``"code"``. A section without blocks is left
-    out when its headings begin a subsection's, else given without blocks."""
+    out when its headings begin a subsection's, else given without blocks. Without ``markdown``
+    one section of paragraphs."""
     headings: list[tuple[int, int, str]] = []  # (line number, level, line)
     yielded: set[int] = set()
     blocks: list[tuple[str, list[str]]] = []
     i = 0
     while i < len(lines):
         line = lines[i]
-        heading = _HEADING.match(line)
+        found = heading(line) if markdown else None
         if not line.strip():
             i += 1
-        elif heading:
-            level = len(heading.group(1))
+        elif found:
+            level = found[0]
             if blocks or any(number not in yielded for number, lvl, _ in headings if lvl >= level):
                 yield [(number, line) for number, _, line in headings], blocks
                 yielded.update(number for number, _, _ in headings)
                 blocks = []
             headings = [h for h in headings if h[1] < level] + [(i, level, line)]
             i += 1
-        elif _FENCE.match(line):
-            fence = _FENCE.match(line).group(1)
-            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence[0] * len(fence))), len(lines) - 1)
+        elif markdown and (fence := _FENCE.match(line)):
+            mark = fence.group(1)[0] * len(fence.group(1))
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(mark)), len(lines) - 1)
             blocks.append(("code", lines[i : end + 1]))
             i = end + 1
         else:
             end = i
-            while end + 1 < len(lines) and lines[end + 1].strip() and not _HEADING.match(lines[end + 1]) and not _FENCE.match(lines[end + 1]):
+            while end + 1 < len(lines) and lines[end + 1].strip() and not (markdown and (heading(lines[end + 1]) or _FENCE.match(lines[end + 1]))):
                 end += 1
             paragraph = lines[i : end + 1]
-            is_table = len(paragraph) > 2 and "|" in paragraph[0] and "|" in paragraph[1] and _TABLE_DELIMITER.match(paragraph[1])
+            is_table = markdown and len(paragraph) > 2 and "|" in paragraph[0] and _delimiter_row(paragraph[1])
             blocks.append(("table" if is_table else "text", paragraph))
             i = end + 1
     if blocks or headings:
@@ -203,11 +234,10 @@ def _sentences(text: str, limits: _Limits) -> list[tuple[str, int]]:
 
 
 def _word_parts(word: str, limits: _Limits) -> list[tuple[str, int]]:
-    """A word as parts within ``limits``: whole, else runs of characters (a link or a table's
-    delimiter row can be one word of more tokens than the budget)."""
+    """A word as parts within ``limits``: whole, else runs of characters, as long as fit (a link or
+    a table's delimiter row can be one word of more tokens than the budget)."""
     size = limits.count(word)
-    width = len(word) if size <= limits.tokens else max(1, min(limits.tokens, limits.chars))
-    width = min(width, limits.chars)
+    width = max(1, min(len(word), limits.chars))
     while True:
         parts = [word[i : i + width] for i in range(0, len(word), width)]
         sizes = [limits.count(part) for part in parts] if len(parts) > 1 else [size]

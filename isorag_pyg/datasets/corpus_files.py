@@ -1,6 +1,6 @@
 """A user's own corpus: JSON / JSON lines / CSV passages, any supported dataset file, or a
-``.txt`` / ``.md`` document or folder of them, split into passages at paragraph boundaries under a
-token budget.
+``.txt`` / ``.md`` document or folder of them, split into passages under a token budget (a
+``.md`` document along its Markdown structure: :mod:`isorag_pyg.datasets.chunking`).
 
 Nothing is dropped silently: malformed records (a CSV row with more fields than its header
 included) are errors naming the record; binary, undecodable or empty documents in a folder, its
@@ -149,7 +149,7 @@ def split_long_passages(raw: list[RawPassage], max_tokens: int, count_tokens: To
             continue
         report.split_long.append(p.id or f"record {i}")
         out.extend(RawPassage(None if p.id is None else f"{p.id}#{j}", p.title, chunk)
-                   for j, chunk in enumerate(split_passages(p.text, max_tokens, count_tokens)))
+                   for j, chunk in enumerate(split_passages(p.text, max_tokens, count_tokens, markdown=False)))
     return out
 
 
@@ -207,7 +207,7 @@ def _read_document(file: Path, name: str, max_tokens: int, count_tokens: TokenCo
         report.skipped_undecodable.append(name)
         return []
     title, body = split_title(text, file.stem)
-    chunks = split_passages(body, max_tokens, count_tokens)
+    chunks = split_passages(body, max_tokens, count_tokens, markdown=file.suffix.lower() == ".md")
     if not chunks:
         report.skipped_empty.append(name)
         return []

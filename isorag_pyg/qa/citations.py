@@ -66,28 +66,30 @@ def matched_number(answer: str, texts: Sequence[str], question: str = "") -> int
     """The number (1-based) of the first of ``texts`` whose words (:func:`citation_words`)
     contain the answer's as a phrase, else of the first that contains all of them in any order
     (a reader that reorders or joins what it read: "1,000 idle sockets" from "1,100 idle +
-    1,000 slow-loris sockets"), else of the first that contains, as a phrase, the words the
-    answer adds to ``question`` (a reader that restates the question: "The default port is
-    8000"); ``None``: none does, or the answer is empty, adds nothing to the question or says
-    the documents do not hold it.
+    1,000 slow-loris sockets"), else, for an answer that restates ``question`` ("The default
+    port is 8000"), of the one that contains what the answer adds to the question as a phrase
+    and shares the most of the answer's other words (at least one; the first of equals);
+    ``None``: none does, or the answer is empty or says the documents do not hold it.
 
     Example:
         >>> matched_number("Paris.", ["Lyon is a city.", "The capital is Paris, France."])
         2
         >>> matched_number("France, capital", ["Lyon is in France.", "Paris is the capital of France."])
         2
-        >>> matched_number("The default port is 8000.", ["port 80", "| --port | 8000 |"], "What is the default port?")
+        >>> matched_number("The default port is 8000.", ["timeout 8000 ms", "| --port | 8000 | default |"], "What is the default port?")
         2
     """
     wanted = citation_words(without_markers(answer))
     if not wanted or wanted == citation_words(NOT_FOUND):
         return None
     texts = [f" {' '.join(citation_words(text))} " for text in texts]
-    asked = set(citation_words(question))
-    added = [w for w in wanted if w not in asked]
     found = next((n for n, words in enumerate(texts, 1) if f" {' '.join(wanted)} " in words), None)
     if found is None:
         found = next((n for n, words in enumerate(texts, 1) if set(wanted) <= set(words.split())), None)
-    if found is None and added and added != wanted:
-        found = next((n for n, words in enumerate(texts, 1) if f" {' '.join(added)} " in words), None)
+    asked = set(citation_words(question))
+    added, repeated = [w for w in wanted if w not in asked], {w for w in wanted if w in asked}
+    if found is None and added and repeated:
+        shared = [(len(repeated & set(words.split())), -n) for n, words in enumerate(texts, 1) if f" {' '.join(added)} " in words]
+        best = max(shared, default=(0, 0))
+        found = -best[1] if best[0] else None
     return found

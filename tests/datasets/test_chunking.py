@@ -3,13 +3,14 @@ code; budgets kept and nothing left out."""
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 import pytest
 
 from isorag_pyg import defaults
-from isorag_pyg.datasets.chunking import split_passages, split_title
-from isorag_pyg.datasets.corpus_files import tokenizer_counter
+from isorag_pyg.datasets.chunking import heading, split_passages, split_title
+from isorag_pyg.datasets.corpus_files import load_corpus, tokenizer_counter
 from isorag_pyg.encoders.sentence import resolve_model
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -93,13 +94,14 @@ def test_passages_begin_with_the_headings_of_their_section():
     assert split_passages("## A\n\ntext\n\n### B\n\n## C", max_tokens=100) == ["## A text", "### B", "## C"]
 
 
-def test_a_heading_over_half_the_budget_is_read_as_text():
+def test_a_heading_over_half_the_budget_is_a_passage_of_its_own():
     text = "## " + " ".join(f"h{i}" for i in range(8)) + "\n\nbody words here"
     passages = split_passages(text, max_tokens=10)
     assert " ".join(passages).split() == text.split()  # nothing lost, nothing repeated
+    assert passages[0] == text.split("\n")[0]
     # an outer heading that does not fit beside the inner one is kept once, where it stands
     text = "## " + " ".join(f"h{i}" for i in range(4)) + "\n\n### Inner\n\nbody"
-    assert split_passages(text, max_tokens=10) == ["### Inner ## h0 h1 h2 h3 body"]
+    assert split_passages(text, max_tokens=10) == ["## h0 h1 h2 h3", "### Inner body"]
 
 
 def test_code_blocks_split_between_lines_and_hold_no_headings():
@@ -131,28 +133,59 @@ def test_a_word_over_the_budget_is_split_into_parts_within_it(count):
 
 
 def _random_document(rng: random.Random) -> str:
-    """Headings of any level, paragraphs, tables and code fences (some unclosed), in any order."""
-    words = lambda n: " ".join(f"w{rng.randrange(1000)}" for _ in range(n))
+    """Headings of any level (some over the budget), paragraphs, tables and code fences (some
+    unclosed), in any order; every word different, so that an order check is exact."""
+    serial = iter(range(10**6))
+    words = lambda n: " ".join(f"w{next(serial)}" for _ in range(n))
     blocks = []
     for _ in range(rng.randrange(1, 12)):
         kind = rng.choice(["heading", "paragraph", "table", "code"])
         if kind == "heading":
-            blocks.append("#" * rng.randint(1, 4) + " " + words(rng.randint(1, 6)))
+            blocks.append("#" * rng.randint(1, 4) + " " + words(rng.randint(1, 12)) + rng.choice(["", " ##"]))
         elif kind == "paragraph":
             blocks.append("\n".join(words(rng.randint(1, 12)) for _ in range(rng.randint(1, 3))))
         elif kind == "table":
             rows = [f"| {words(1)} | {words(rng.randint(1, 8))} |" for _ in range(rng.randint(1, 6))]
-            blocks.append("\n".join(["| a | b |", "|---|---|", *rows]))
+            blocks.append("\n".join([f"| {words(1)} | {words(1)} |", "|---|:-:|", *rows]))
         else:
             blocks.append("\n".join(["```", *(words(rng.randint(0, 6)) for _ in range(rng.randint(1, 5))), *(["```"] if rng.random() < 0.8 else [])]))
-    return "\n\n".join(blocks)
+    return rng.choice(["\n\n", "\r\n\r\n", "\n"]).join(blocks)
 
 
-@pytest.mark.parametrize("seed", range(200))
+@pytest.mark.parametrize("seed", range(300))
 def test_random_documents_keep_the_budget_and_every_word_in_order(seed):
     rng = random.Random(seed)
-    text, max_tokens = _random_document(rng), rng.randint(4, 40)
-    passages = split_passages(text, max_tokens)
-    assert all(0 < len(p.split()) <= max_tokens for p in passages)
-    passage_words = iter(" ".join(passages).split())
-    assert all(any(w == word for w in passage_words) for word in text.split())
+    text, max_tokens, max_chars = _random_document(rng), rng.randint(2, 40), rng.choice([20, 60, 200, 20_000])
+    for markdown in (True, False):
+        passages = split_passages(text, max_tokens, max_chars=max_chars, markdown=markdown)
+        assert all(0 < len(p.split()) <= max_tokens and len(p) <= max_chars for p in passages)
+        passage_words = iter(" ".join(passages).split())
+        # every word in order (headings and table headers repeated in between); words are short
+        # enough (w0..w999999 and # runs) that none is cut at these budgets
+        assert all(any(w == word for w in passage_words) for word in text.split()), markdown
+
+
+def test_plain_text_is_packed_by_paragraphs_only():
+    text = "# not a heading\n\nplain words\n\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n\n```\n# code\n```"
+    assert split_passages(text, max_tokens=12, markdown=False) == [
+        "# not a heading plain words | a | b | |---|---|", "| 1 | 2 | | 3 | 4 |", "``` # code ```"]
+    # as Markdown: a section whose passages begin with its heading
+    assert split_passages(text, max_tokens=12)[1:] == ["# not a heading | 1 | 2 |", "# not a heading | 3 | 4 |", "# not a heading ``` # code ```"]
+
+
+def test_headings_are_read_in_linear_time():
+    assert heading("#  ") is None and heading("\t# tab") is None and heading("    # indented") is None
+    assert heading("   # three spaces #") == (1, "three spaces") and heading("# a #b") == (1, "a #b")
+    start = time.perf_counter()
+    split_passages("# a" + " " * 50_000 + "b\n|-" + " " * 50_000 + "x\n| a |\n|-" + " " * 50_000 + "|", max_tokens=200)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_only_markdown_files_are_read_as_markdown(tmp_path):
+    text = "Title line\n\n## Setup\n\none two three four five six seven"
+    (tmp_path / "notes.md").write_text(text)
+    (tmp_path / "notes.txt").write_text(text)
+    passages, _ = load_corpus(tmp_path, max_tokens=6)
+    by_file = {name: [p.text for p in passages if p.id.startswith(name)] for name in ("notes.md", "notes.txt")}
+    assert by_file["notes.md"] == ["Title line", "## Setup one two three four", "## Setup five six seven"]
+    assert by_file["notes.txt"] == ["Title line ## Setup one two", "three four five six seven"]

@@ -62,6 +62,11 @@ def test_citations_are_the_numbers_in_the_prompt_in_the_order_cited():
     assert matched_number("The default hub cap is 100.", rows) is None and matched_number("The default hub cap is 100.", rows, question) == 2
     assert matched_number("The default hub cap is 100 or 200.", rows, question) is None  # "100 or 200" is in no passage
     assert matched_number("The default hub cap.", rows, question) is None  # adds nothing to the question
+    # of the passages with what it adds, the one sharing most of what it repeats; none sharing any: no match
+    assert matched_number("The default hub cap is 100.", ["timeout 100 ms", *rows], question) == 3
+    assert matched_number("Yes, the default port is 8000.", ["Answer yes to the prompt.", "default port 8000"], "Is the default port 8000?") is None
+    assert matched_number("Craft number 7 is made in Sarn 7", ["Sarn 19 makes craft number 19.", "Sarn 7 makes craft number 7."],
+                          "In which town is craft number 7 made?") == 2
 
 
 def test_an_answer_without_markers_cites_the_best_passage_that_contains_it(index):
