@@ -113,17 +113,23 @@ def _pack(blocks: list[tuple[str, list[str]]], limits: _Limits) -> list[tuple[st
     packed: list[tuple[str, int]] = []
     sealed = 0  # the passages before this one take no more pieces
     for block in blocks:
-        rows = _table_rows(block, limits)
-        if rows:
-            packed.extend(rows)
+        pieces, alone = _block_pieces(block, limits)
+        if alone:
+            packed.extend(pieces)
             sealed = len(packed)
-            continue
-        for piece, size in _block_pieces(block, limits):
-            if len(packed) > sealed and limits.fits(f"{packed[-1][0]} {piece}", packed[-1][1] + size):
-                packed[-1] = (f"{packed[-1][0]} {piece}", packed[-1][1] + size)
-            else:
-                packed.append((piece, size))
+        else:
+            for piece, size in pieces:
+                _add(packed, piece, size, limits, sealed)
     return packed
+
+
+def _add(packed: list[tuple[str, int]], piece: str, size: int, limits: _Limits, sealed: int = 0) -> None:
+    """``piece`` joined to the last of ``packed`` where it fits there (and that one is not among
+    the first ``sealed``), else a new passage."""
+    if len(packed) > sealed and limits.fits(f"{packed[-1][0]} {piece}", packed[-1][1] + size):
+        packed[-1] = (f"{packed[-1][0]} {piece}", packed[-1][1] + size)
+    else:
+        packed.append((piece, size))
 
 
 def _sections(lines: list[str], markdown: bool) -> Iterator[tuple[list[tuple[int, str]], list[tuple[str, list[str]]]]]:
@@ -177,31 +183,24 @@ def _prefix_headings(headings: list[tuple[int, str]], limits: _Limits) -> list[t
     return kept
 
 
-def _table_rows(block: tuple[str, list[str]], limits: _Limits) -> list[tuple[str, int]]:
-    """A table too long for one passage as passages of one row each under its header row (a row
-    too long for that split at sentences, else words); none for any other block, or a table whose
-    header takes more than half the budget."""
+def _block_pieces(block: tuple[str, list[str]], limits: _Limits) -> tuple[list[tuple[str, int]], bool]:
+    """A block as (text, tokens) pieces within ``limits``, and whether each is a passage alone:
+    whole if it fits; a table as its rows under its header (alone), or, when the header takes
+    more than half the budget, as runs of rows; code as runs of lines; any other paragraph as
+    sentences, else words."""
     kind, lines = block
-    if kind != "table":
-        return []
     whole = normalize_text(" ".join(lines))
+    if kind == "text" or not whole:
+        return _sentences(whole, limits), False
+    size = limits.count(whole)
+    if limits.fits(whole, size):
+        return [(whole, size)], False
     header = normalize_text(" ".join(lines[:2]))
-    header_size = limits.count(header)
-    if limits.fits(whole, limits.count(whole)) or 2 * header_size > limits.tokens or 2 * len(header) > limits.chars:
-        return []
-    row_limits = _Limits(limits.tokens - header_size, limits.chars - len(header) - 1, limits.count)
-    return [(f"{header} {piece}", header_size + size) for row in lines[2:] for piece, size in _runs([row], row_limits)]
-
-
-def _block_pieces(block: tuple[str, list[str]], limits: _Limits) -> list[tuple[str, int]]:
-    """A block as (text, tokens) pieces within ``limits``: whole if it fits; code (and a table with
-    a long header) as runs of lines; any other paragraph as sentences, else words."""
-    kind, lines = block
-    whole = normalize_text(" ".join(lines))
-    size = limits.count(whole) if whole else 0
-    if not whole or limits.fits(whole, size):
-        return [(whole, size)] if whole else []
-    return _runs(lines, limits) if kind in ("table", "code") else _sentences(whole, limits)
+    header_size = limits.count(header) if kind == "table" else 0
+    if kind == "table" and 2 * header_size <= limits.tokens and 2 * len(header) <= limits.chars:
+        row_limits = _Limits(limits.tokens - header_size, limits.chars - len(header) - 1, limits.count)
+        return [(f"{header} {piece}", header_size + size) for row in lines[2:] for piece, size in _runs([row], row_limits)], True
+    return _runs(lines, limits), False
 
 
 def _runs(lines: list[str], limits: _Limits) -> list[tuple[str, int]]:
@@ -209,10 +208,7 @@ def _runs(lines: list[str], limits: _Limits) -> list[tuple[str, int]]:
     runs: list[tuple[str, int]] = []
     for line in lines:
         for piece, size in _sentences(normalize_text(line), limits):
-            if runs and limits.fits(f"{runs[-1][0]} {piece}", runs[-1][1] + size):
-                runs[-1] = (f"{runs[-1][0]} {piece}", runs[-1][1] + size)
-            else:
-                runs.append((piece, size))
+            _add(runs, piece, size, limits)
     return runs
 
 
