@@ -126,8 +126,9 @@ def _pack(blocks: list[tuple[str, list[str]]], limits: _Limits) -> list[tuple[st
 def _add(packed: list[tuple[str, int]], piece: str, size: int, limits: _Limits, sealed: int = 0) -> None:
     """``piece`` joined to the last of ``packed`` where it fits there (and that one is not among
     the first ``sealed``), else a new passage."""
-    if len(packed) > sealed and limits.fits(f"{packed[-1][0]} {piece}", packed[-1][1] + size):
-        packed[-1] = (f"{packed[-1][0]} {piece}", packed[-1][1] + size)
+    joined = f"{packed[-1][0]} {piece}" if len(packed) > sealed else ""
+    if joined and limits.fits(joined, packed[-1][1] + size):
+        packed[-1] = (joined, packed[-1][1] + size)
     else:
         packed.append((piece, size))
 

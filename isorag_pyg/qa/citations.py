@@ -82,14 +82,17 @@ def matched_number(answer: str, texts: Sequence[str], question: str = "") -> int
     wanted = citation_words(without_markers(answer))
     if not wanted or wanted == citation_words(NOT_FOUND):
         return None
-    texts = [f" {' '.join(citation_words(text))} " for text in texts]
-    found = next((n for n, words in enumerate(texts, 1) if f" {' '.join(wanted)} " in words), None)
+    words = [citation_words(text) for text in texts]
+    padded, word_sets = [f" {' '.join(w)} " for w in words], [set(w) for w in words]
+    found = next((n for n, text in enumerate(padded, 1) if f" {' '.join(wanted)} " in text), None)
     if found is None:
-        found = next((n for n, words in enumerate(texts, 1) if set(wanted) <= set(words.split())), None)
+        found = next((n for n, seen in enumerate(word_sets, 1) if set(wanted) <= seen), None)
+    if found is not None or not question:
+        return found
     asked = set(citation_words(question))
     added, repeated = [w for w in wanted if w not in asked], {w for w in wanted if w in asked}
-    if found is None and added and repeated:
-        shared = [(len(repeated & set(words.split())), -n) for n, words in enumerate(texts, 1) if f" {' '.join(added)} " in words]
-        best = max(shared, default=(0, 0))
-        found = -best[1] if best[0] else None
-    return found
+    if not added or not repeated:
+        return None
+    phrase = f" {' '.join(added)} "
+    best = max(((len(repeated & seen), -n) for n, (text, seen) in enumerate(zip(padded, word_sets), 1) if phrase in text), default=(0, 0))
+    return -best[1] if best[0] else None
