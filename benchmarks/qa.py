@@ -10,7 +10,10 @@ top-5 (``dense``), ISO-RAG top-5 (``iso``), global PPR top-5 (``ppr``), and the 
 the title-mention graph. Per row: EM, F1, average prompt tokens (the server's count), seconds per
 question (one request at a time per server, wall clock), llama.cpp's prompt and generation
 tokens/s (its own timings; prompt tokens are those after the few-shot prefix reused from the
-previous prompt), and how often a gold answer appears verbatim (normalised) in the passages.
+previous prompt), how often a gold answer appears verbatim (normalised) in the passages, and
+the citations as the product reads them (:func:`~isorag_pyg.qa.answering.answer_json`): the share
+of answers citing anything, the share citing a gold passage, and the share of citing answers
+whose first cited passage holds the answer's first claim (it names where the answer came from).
 The server runs with :class:`~isorag_pyg.qa.llama_server.ReaderSettings` (``--threads`` per server). ``--agreement N`` also asks the same model through transformers
 (the GGUF de-quantized) with the first N prompts of each row of each dataset, and counts
 identical greedy answers. ``--split train`` runs on the training questions (minus the template's
@@ -43,6 +46,8 @@ from benchmarks.common import (
 )
 from isorag_pyg.datasets.types import Passage, Question
 from isorag_pyg.qa import OpenAIChatGenerator, PromptTemplate, TransformersGenerator, answer_questions, normalize_answer
+from isorag_pyg.qa.answering import answer_json
+from isorag_pyg.qa.citations import claims, matched_number
 from isorag_pyg.qa.llama_server import LlamaServer, ReaderSettings
 from isorag_pyg.qa.models import packaged_gemma
 
@@ -73,6 +78,13 @@ def answer_in_passages(question: Question, passages: list[Passage]) -> bool:
     return any(f" {a} " in text for a in map(normalize_answer, question.answers) if a)
 
 
+def first_citation_holds_claim(question: str, answer: dict[str, Any], passages: list[Passage]) -> bool:
+    """An answer object's first citation holds its first claim (the whole answer without markers)."""
+    claim = next((c for c, _ in claims(answer["answer"], len(passages))), answer["answer"])
+    cited = passages[answer["citations"][0]["n"] - 1]
+    return matched_number(claim, [f"{cited.title} {cited.text}"], question) == 1
+
+
 def score_row(generator, servers: list[LlamaServer], prompt: PromptTemplate, questions: list[Question],
               passages: list[list[Passage]]) -> dict[str, Any]:
     done = [len(s.timings()) for s in servers]
@@ -80,9 +92,15 @@ def score_row(generator, servers: list[LlamaServer], prompt: PromptTemplate, que
     metrics, answers = answer_questions(generator, prompt, questions, passages)
     seconds = time.perf_counter() - start
     timings = [t for s, n in zip(servers, done) for t in s.timings()[n:]]
+    objects = [answer_json(q.text, a["answer"], ps, len(ps), {}) for q, a, ps in zip(questions, answers, passages)]
+    cited = [{c["id"] for c in o["citations"]} for o in objects]
+    first = [first_citation_holds_claim(q.text, o, ps) for q, o, ps in zip(questions, objects, passages) if o["citations"]]
     return {"em": metrics["em"], "f1": metrics["f1"], "avg_prompt_tokens": metrics["avg_prompt_tokens"],
             "seconds_per_question": seconds / len(questions), **throughput(timings),
             "answer_in_passages": sum(map(answer_in_passages, questions, passages)) / len(questions),
+            "citing_answers": sum(map(bool, cited)) / len(questions),
+            "citation_gold_hit": sum(bool(c & set(q.gold_ids)) for c, q in zip(cited, questions)) / len(questions),
+            "first_citation_holds_claim": sum(first) / len(first) if first else None,
             "answers": [a["answer"] for a in answers]}
 
 
@@ -149,10 +167,11 @@ def main() -> None:
                 rows = {row: score_row(generator, servers, prompt, questions, passages[row]) for row in args.rows}
                 entry["templates"][name] = rows
                 print(f"\n{dataset} ({args.split}, {len(questions)} questions), template {name}")
-                print(f"  {'row':12s} {'EM':>6s} {'F1':>6s} {'tokens':>7s} {'s/q':>6s} {'prompt t/s':>10s} {'gen t/s':>8s} {'ans in P':>8s}")
+                print(f"  {'row':12s} {'EM':>6s} {'F1':>6s} {'tokens':>7s} {'s/q':>6s} {'prompt t/s':>10s} {'gen t/s':>8s} {'ans in P':>8s} {'citing':>6s} {'cite-gold':>9s} {'1st holds':>9s}")
                 for row, m in rows.items():
                     print(f"  {row:12s} {m['em']:6.3f} {m['f1']:6.3f} {m['avg_prompt_tokens']:7.1f} {m['seconds_per_question']:6.2f} "
-                          f"{m['prompt_tokens_per_s'] or 0:10.1f} {m['generation_tokens_per_s'] or 0:8.1f} {m['answer_in_passages']:8.3f}", flush=True)
+                          f"{m['prompt_tokens_per_s'] or 0:10.1f} {m['generation_tokens_per_s'] or 0:8.1f} {m['answer_in_passages']:8.3f} "
+                          f"{m['citing_answers']:6.2f} {m['citation_gold_hit']:9.3f} {m['first_citation_holds_claim'] or 0:9.3f}", flush=True)
             if args.agreement:
                 reader = reader or [TransformersGenerator(model, max_new_tokens=max_tokens, batch_size=8, stop=stop)]
                 served = entry["templates"][args.templates[0]]

@@ -66,12 +66,15 @@ def _local_answer(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any
 
 
 def sources(result: dict[str, Any]) -> list[str]:
-    """The cited passages (id, title, first line), or the retrieved ones when none is cited."""
-    cited = {c["n"] for c in result.get("citations", [])}
+    """The cited passages (id, title, first line; ", matched to the answer" where the citation is
+    the passage holding the answer, not the answer's marker), or the retrieved ones when none is cited."""
+    by = {c["n"]: c["by"] for c in result.get("citations", [])}
+    cited = set(by)
     shown = [p for p in result.get("passages", []) if p["n"] in cited] if cited else result.get("passages", [])
     lines = ["Sources:" if cited else "No passage cited; retrieved:"]
-    for p in sorted(shown, key=lambda p: [c["n"] for c in result["citations"]].index(p["n"]) if cited else p["n"]):
+    for p in sorted(shown, key=lambda p: list(by).index(p["n"]) if cited else p["n"]):
         first = p["text"].strip().splitlines()[0] if p["text"].strip() else ""
         first = first if len(first) <= SOURCE_CHARS else first[:SOURCE_CHARS - 3] + "..."
-        lines.append(f"  [{p['n']}] {p['title']} ({p['id']}): {first}")
+        matched = ", matched to the answer" if by.get(p["n"]) == "match" else ""
+        lines.append(f"  [{p['n']}] {p['title']} ({p['id']}){matched}: {first}")
     return lines

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from isorag_pyg.qa.citations import cited_numbers, matched_number
+from isorag_pyg.qa.citations import citations
 from isorag_pyg.qa.prompt import History, first_answer
 from isorag_pyg.qa.reader_spec import Reader
 
@@ -27,14 +27,13 @@ def passages_json(hits: Sequence[Any]) -> list[dict[str, Any]]:
 
 def answer_json(question: str, answer: str, hits: Sequence[Any], in_prompt: int, timings: dict[str, Any]) -> dict[str, Any]:
     """The answer object: ``citations`` are the passages among the first ``in_prompt`` (those the
-    reader saw) that ``answer`` cites, in the order cited (``"by": "marker"``); an answer without
-    markers gets the best-ranked of them that contains it, all of its words, or the words it adds
-    to the question (``"by": "match"``, :func:`~isorag_pyg.qa.citations.matched_number`), if any."""
-    numbers, by = cited_numbers(answer, in_prompt), "marker"
-    if not numbers and (found := matched_number(answer, [f"{h.title} {h.text}" for h in hits[:in_prompt]], question)) is not None:
-        numbers, by = [found], "match"
-    citations = [{"n": n, "id": hits[n - 1].id, "title": hits[n - 1].title, "by": by} for n in numbers]
-    return {"question": question, "answer": answer, "citations": citations, "passages": passages_json(hits), "timings": timings}
+    reader saw) that ``answer`` cites, in the order cited (``"by": "marker"``); a group of markers
+    whose passages do not hold its claim while another does, and an answer without markers, cite
+    the best-ranked passage that contains the claim (the answer), all of its words, or the words
+    it adds to the question (``"by": "match"``, :func:`~isorag_pyg.qa.citations.citations`)."""
+    cited = [{"n": n, "id": hits[n - 1].id, "title": hits[n - 1].title, "by": by}
+             for n, by in citations(answer, [f"{h.title} {h.text}" for h in hits[:in_prompt]], question)]
+    return {"question": question, "answer": answer, "citations": cited, "passages": passages_json(hits), "timings": timings}
 
 
 class Answering:

@@ -1,7 +1,7 @@
-"""Citations in an answer: the ``[n]`` markers naming the prompt's numbered passages, or, for an
-answer without markers (a small reader often writes none), the best-ranked passage that contains
-the answer (or all of its words, or what it adds to the question), marked as matched rather than
-cited."""
+"""Citations in an answer: the ``[n]`` markers naming the prompt's numbered passages, checked
+against the passages, or, for an answer without markers (a small reader often writes none), the
+best-ranked passage that contains the answer (or all of its words, or what it adds to the
+question), marked as matched rather than cited."""
 from __future__ import annotations
 
 import re
@@ -20,8 +20,10 @@ WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+(?:[-_',.\u2019][\p{L}\p{N}\p{M}]+)*")
 #: The joiners a word drops: all but a point between digits.
 JOINERS = regex.compile(r"[-_',\u2019]|(?<!\d)\.|\.(?!\d)")
 
+#: Answers a passage cannot attribute: a "yes" in some passage is no evidence for a "yes" answer.
+YES_NO = frozenset({"yes", "no"})
 #: A citation marker: ``[3]``, or several numbers in one pair of brackets (``[1, 2]``).
-MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]", re.ASCII)
 
 
 def cited_numbers(answer: str, passages: int) -> list[int]:
@@ -96,3 +98,64 @@ def matched_number(answer: str, texts: Sequence[str], question: str = "") -> int
     phrase = f" {' '.join(added)} "
     best = max(((len(repeated & seen), -n) for n, (text, seen) in enumerate(zip(padded, word_sets), 1) if phrase in text), default=(0, 0))
     return -best[1] if best[0] else None
+
+
+def claims(answer: str, passages: int) -> list[tuple[str, list[int]]]:
+    """Each group of ``answer``'s markers (markers with no word between them) with its claim: the
+    text since the previous group (for a group that opens the answer: the text after it); the
+    numbers as :func:`cited_numbers` reads them, groups naming no passage left out.
+
+    Example:
+        >>> claims("Paris [1][3] and Lyon [2], says [9]", passages=3)
+        [('Paris', [1, 3]), ('and Lyon', [2])]
+    """
+    pieces = MARKER.split(answer)  # text, numbers, text, numbers, ..., text
+    texts, found = pieces[0::2], pieces[1::2]
+    groups: list[tuple[str, list[str], int]] = []  # text before, numbers, index of the text after
+    for i, numbers in enumerate(found):
+        if groups and not citation_words(texts[i]):
+            before, joined, _ = groups[-1]
+            groups[-1] = (before, [*joined, numbers], i + 1)
+        else:
+            groups.append((texts[i], [numbers], i + 1))
+    out = []
+    for before, numbers, after in groups:
+        claim = before if citation_words(before) else texts[after]
+        if valid := cited_numbers("".join(f"[{n}]" for n in numbers), passages):
+            out.append((claim.strip(), valid))
+    return out
+
+
+def citations(answer: str, texts: Sequence[str], question: str = "") -> list[tuple[int, str]]:
+    """The passage numbers (1-based) ``answer`` cites among ``texts``, each once in the order
+    first cited, and how: ``"marker"``, a group of its ``[n]`` markers (:func:`claims`), unless
+    none of their passages holds the group's claim while another one does, as
+    :func:`matched_number` reads it (a small reader copies its examples' markers); ``"match"``:
+    that passage instead, and, for an answer with no marker naming a passage, the passage that
+    holds the whole answer. A yes/no claim keeps its markers (no passage can hold it).
+
+    Example:
+        >>> citations("120 seconds [2] and more", ["timeout: 120 seconds", "port: 8000"])
+        [(1, 'match')]
+        >>> citations("8000 [2]; 120 seconds [1]", ["timeout: 120 seconds", "port: 8000"])
+        [(2, 'marker'), (1, 'marker')]
+        >>> citations("yes [1]", ["Is it? yes", "no"])
+        [(1, 'marker')]
+    """
+    groups = claims(answer, len(texts))
+    if not groups:
+        found = matched_number(answer, texts, question)
+        return [] if found is None else [(found, "match")]
+    cited: dict[int, str] = {}
+    for claim, numbers in groups:
+        if not set(citation_words(claim)) <= YES_NO:
+            found = matched_number(claim, texts, question)
+            if found is not None and matched_number(claim, [texts[n - 1] for n in numbers], question) is None:
+                numbers, by = [found], "match"
+            else:
+                by = "marker"
+        else:
+            by = "marker"
+        for n in numbers:
+            cited.setdefault(n, by)
+    return list(cited.items())

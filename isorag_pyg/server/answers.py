@@ -59,7 +59,7 @@ class AnswerPassage(BaseModel):
 
 
 class Citation(BaseModel):
-    """A passage the answer cites: ``by`` ``"marker"`` (its ``[n]``) or ``"match"`` (no marker: the best-ranked passage that contains the answer, all of its words, or what it adds to the question)."""
+    """A passage the answer cites: ``by`` ``"marker"`` (its ``[n]``) or ``"match"`` (no marker, or markers whose passages do not hold the answer while another does: the best-ranked passage that contains the answer, all of its words, or what it adds to the question)."""
 
     n: int
     id: str

@@ -4,7 +4,7 @@ index as a model.
 
 The last user message (with text) is the question (retrieved for, micro-batched with every other request);
 earlier turns go to the reader as the conversation. The answer keeps its inline ``[n]`` markers;
-the body carries ``citations`` (``[{"n", "id", "title"}]``) beside ``choices``, as does the last
+the body carries ``citations`` (``[{"n", "id", "title", "by"}]``, as in ``POST /answer``) beside ``choices``, as does the last
 streamed chunk. The model ``isorag-<name>`` retrieves with the retriever ``name``, any other
 model name (``isorag``, or whatever a client sends) with the default one; the extra fields ``k``
 and ``retriever`` override them. A failed reader is

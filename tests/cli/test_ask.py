@@ -11,7 +11,8 @@ from fake_llm_server import FakeLLM
 from index_helpers import isorag
 
 QUESTION = "Which town is known for craft number 5?"
-ANSWERS = {QUESTION: "Quen 5 is the one [1]", "none": "the documents do not contain the answer"}
+ANSWERS = {QUESTION: "Quen 5 is the one [1]", "none": "the documents do not contain the answer",
+           "What is Quen 5 known for?": "craft number 5 [3]"}
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,9 @@ def test_ask_streams_the_answer_then_the_cited_sources(saved, llm):
     assert answer == "Quen 5 is the one [1]"
     assert sources.splitlines() == ["Sources:", "  [1] Quen 5 (p5): Quen 5 is a town 4 miles from Orlin 6, known for craft number 5."]
     assert ask(saved, llm, QUESTION, "-k", "3", "--no-stream").stdout == done.stdout
+    matched = ask(saved, llm, "What is Quen 5 known for?", "-k", "3")  # its [3] holds no "craft number 5": the passage that does
+    assert matched.stdout.split("\n\n")[1].splitlines() == [
+        "Sources:", "  [1] Quen 5 (p5), matched to the answer: Quen 5 is a town 4 miles from Orlin 6, known for craft number 5."]
     nothing = ask(saved, llm, "none", "-k", "2")
     assert nothing.returncode == 0 and nothing.stdout.splitlines()[2] == "No passage cited; retrieved:" and len(nothing.stdout.splitlines()) == 5
 

@@ -14,7 +14,7 @@ from index_helpers import build, passages
 
 from isorag_pyg.datasets import Question
 from isorag_pyg.qa import OpenAIChatGenerator, answer_questions
-from isorag_pyg.qa.citations import cited_numbers, matched_number, without_markers
+from isorag_pyg.qa.citations import citations, cited_numbers, claims, matched_number, without_markers
 from isorag_pyg.qa.generators import GeneratorError, ReaderTimeout
 from isorag_pyg.qa.prompt import packaged_template
 from isorag_pyg.qa.reader_spec import HOW_TO_GET_ONE, PACKAGED, ReaderSpec, ReaderUnavailable
@@ -23,7 +23,8 @@ QUESTIONS = ["Which town is known for craft number 5?", "What is Velmora 0 known
 #: What the fake reader answers: cited passages by number, one outside any prompt ([9]), one repeated.
 ANSWERS = {QUESTIONS[0]: "Quen 5 [1] [9]", QUESTIONS[1]: "craft number 0 [2][1][2]", QUESTIONS[2]: "the documents do not contain the answer",
            "Where is craft number 7 made?": "Sarn 7", "Which town is 99 miles away?": "Atlantis",
-           "In which town is craft number 7 made?": "Craft number 7 is made in Sarn 7"}
+           "In which town is craft number 7 made?": "Craft number 7 is made in Sarn 7",
+           "What is Quen 5 known for?": "craft number 5 [3] as the passages say"}
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,34 @@ def test_citations_are_the_numbers_in_the_prompt_in_the_order_cited():
     assert matched_number("Yes, the default port is 8000.", ["Answer yes to the prompt.", "default port 8000"], "Is the default port 8000?") is None
     assert matched_number("Craft number 7 is made in Sarn 7", ["Sarn 19 makes craft number 19.", "Sarn 7 makes craft number 7."],
                           "In which town is craft number 7 made?") == 2
+
+
+def test_a_marker_stands_unless_another_passage_holds_the_claim_and_its_passages_do_not():
+    texts = ["Orlin 6: the reader timeout is 120 seconds.", "Port 8000, timeout 30 s.", "Port 8000 is the default; yes."]
+    assert citations("120 seconds [2]", texts) == [(1, "match")]  # a copied marker: [1] holds the claim
+    assert citations("120 seconds [2] Port 8000, timeout", texts) == [(1, "match")]  # text after the last marker claims nothing
+    assert citations("Port 8000 [3][2]", texts) == [(3, "marker"), (2, "marker")]  # its passages hold it (the first that does is [2])
+    assert citations("Port 8000 [1][3]", texts) == [(1, "marker"), (3, "marker")]  # one of them holds it
+    assert citations("Paris [2]", texts) == [(2, "marker")]  # nothing holds it: the marker stands
+    assert citations("yes [1]", texts) == [(1, "marker")] and citations("No. [1]", ["no", "No. It is not."]) == [(1, "marker")]  # yes/no
+    assert citations("[2] 120 seconds", texts) == [(1, "match")]  # a marker first: its claim is the text after it
+    assert citations("120 seconds [7]", texts) == [(1, "match")]  # no such passage: matched as an answer without markers
+    assert citations("Paris [0] 120 seconds [2]", texts) == [(1, "match")]  # a group naming no passage claims nothing
+    # each group of markers is checked on its own claim, the text since the previous group
+    assert claims("120 seconds [2] and Port 8000 [3][1], not [9]", 3) == [("120 seconds", [2]), ("and Port 8000", [3, 1])]
+    assert citations("120 seconds [2]; Port 8000 [3]", texts) == [(1, "match"), (3, "marker")]
+    assert citations("Port 8000 [3]. 120 seconds [2]. 30 s [2]", texts) == [(3, "marker"), (1, "match"), (2, "marker")]
+    assert citations("Paris", texts) == [] and citations("", texts) == []
+    assert citations("The reader timeout is 120 seconds [2]", texts, "What is the reader timeout?") == [(1, "match")]
+
+
+def test_an_answer_whose_marker_names_a_passage_without_it_cites_the_passage_that_holds_it(index):
+    with FakeLLM(answers=ANSWERS) as llm, fake_reader(llm).make() as reader:
+        result = index.answer(["What is Quen 5 known for?"], k=5, reader=reader)[0]
+    holder = next(p for p in result["passages"] if "craft number 5." in p["text"])
+    assert "craft number 5." not in result["passages"][2]["text"] and holder["n"] != 3
+    assert result["answer"] == "craft number 5 [3] as the passages say"  # the reader's text is kept as written
+    assert result["citations"] == [{"n": holder["n"], "id": holder["id"], "title": holder["title"], "by": "match"}]
 
 
 def test_an_answer_without_markers_cites_the_best_passage_that_contains_it(index):

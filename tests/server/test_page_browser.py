@@ -25,10 +25,13 @@ from test_server import Server
 
 from isorag_pyg import ISORAGIndex
 from isorag_pyg.datasets import generate_synthetic_dataset
+from isorag_pyg.qa.citations import citations
 
 KEY = "browser-key-0123456789"
 #: The scripted reader's answer: it cites the passages numbered 1 and 3 (and 9, which it was not given: left as text).
 ANSWER = "Saquaerpath Thel studied at a university [1] whose main campus lies in a city [3], as passage [9] does not say."
+#: A question the scripted reader answers with the title of its last passage but the marker [1].
+MATCHED = generate_synthetic_dataset(**SMALL).questions[2].text
 #: A question the scripted reader refuses (HTTP 500, every time).
 REFUSED = generate_synthetic_dataset(**SMALL).questions[1].text
 
@@ -117,7 +120,11 @@ def test_the_page_asks_with_the_key_streams_the_answer_follows_a_citation_and_dr
     from selenium.webdriver.common.by import By
 
     monkeypatch.setenv("ISORAG_API_KEY", KEY)
-    with FakeLLM(failures={REFUSED: ["500"] * 20}, answers={QUESTION: ANSWER}, piece_delay=0.15) as llm:
+    hits = ISORAGIndex.load(index_dir).retrieve([MATCHED], k=5)[0]
+    copied = f"{hits[-1].title} [1]"  # a copied marker: the citation is the passage that holds the title, labelled so
+    [(matched, by)] = citations(copied, [f"{h.title} {h.text}" for h in hits], MATCHED)
+    assert by == "match" and matched != 1
+    with FakeLLM(failures={REFUSED: ["500"] * 20}, answers={QUESTION: ANSWER, MATCHED: copied}, piece_delay=0.15) as llm:
         server = Server(index_dir, tmp_path / "serve.log", "--llm-base-url", llm.base_url, "--llm-model", "fake-reader").ready()
         try:
             browser.get(f"{server.url}/")
@@ -157,6 +164,11 @@ def test_the_page_asks_with_the_key_streams_the_answer_follows_a_citation_and_dr
             check_graph(browser, index_dir)
             assert severe_console_errors(browser) == []
             assert browser.save_screenshot(str(tmp_path / "page.png")) and (tmp_path / "page.png").stat().st_size > 10_000
+
+            ask(browser, MATCHED)
+            wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "done", "the page done")
+            cited = [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#citations li")]
+            assert len(cited) == 1 and cited[0].startswith(f"[{matched}] ") and cited[0].endswith("matched to the answer"), cited
 
             ask(browser, REFUSED)  # a reader that fails: the passages and the graph all the same, and why there is no answer
             wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "done", "the page done")

@@ -110,6 +110,7 @@ function showCitations(citations) {
   $("citations").replaceChildren(...citations.map((c) => {
     const item = element("li");
     item.append(citationLink(c.n), ` ${c.title} `, element("span", "id", c.id));
+    if (c.by === "match") item.append(element("span", "by", " matched to the answer"));
     return item;
   }));
 }
