@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import regex
 
@@ -81,11 +82,32 @@ def matched_number(answer: str, texts: Sequence[str], question: str = "") -> int
         >>> matched_number("The default port is 8000.", ["timeout 8000 ms", "| --port | 8000 | default |"], "What is the default port?")
         2
     """
+    return _matched(answer, PassageWords.of(texts), question)
+
+
+@dataclass(frozen=True)
+class PassageWords:
+    """Passages' :func:`citation_words`, split once: joined between spaces, and as sets."""
+
+    padded: list[str]
+    word_sets: list[set[str]]
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> PassageWords:
+        words = [citation_words(text) for text in texts]
+        return cls([f" {' '.join(w)} " for w in words], [set(w) for w in words])
+
+    def subset(self, numbers: Sequence[int]) -> PassageWords:
+        """The passages numbered ``numbers`` (1-based), in that order."""
+        return PassageWords([self.padded[n - 1] for n in numbers], [self.word_sets[n - 1] for n in numbers])
+
+
+def _matched(answer: str, passages: PassageWords, question: str) -> int | None:
+    """:func:`matched_number` over passages already split."""
     wanted = citation_words(without_markers(answer))
     if not wanted or wanted == citation_words(NOT_FOUND):
         return None
-    words = [citation_words(text) for text in texts]
-    padded, word_sets = [f" {' '.join(w)} " for w in words], [set(w) for w in words]
+    padded, word_sets = passages.padded, passages.word_sets
     found = next((n for n, text in enumerate(padded, 1) if f" {' '.join(wanted)} " in text), None)
     if found is None:
         found = next((n for n, seen in enumerate(word_sets, 1) if set(wanted) <= seen), None)
@@ -142,15 +164,15 @@ def citations(answer: str, texts: Sequence[str], question: str = "") -> list[tup
         >>> citations("yes [1]", ["Is it? yes", "no"])
         [(1, 'marker')]
     """
-    groups = claims(answer, len(texts))
+    groups, passages = claims(answer, len(texts)), PassageWords.of(texts)
     if not groups:
-        found = matched_number(answer, texts, question)
+        found = _matched(answer, passages, question)
         return [] if found is None else [(found, "match")]
     cited: dict[int, str] = {}
     for claim, numbers in groups:
         if not set(citation_words(claim)) <= YES_NO:
-            found = matched_number(claim, texts, question)
-            if found is not None and matched_number(claim, [texts[n - 1] for n in numbers], question) is None:
+            found = _matched(claim, passages, question)
+            if found is not None and _matched(claim, passages.subset(numbers), question) is None:
                 numbers, by = [found], "match"
             else:
                 by = "marker"
