@@ -170,14 +170,10 @@ def citations(answer: str, texts: Sequence[str], question: str = "") -> list[tup
         return [] if found is None else [(found, "match")]
     cited: dict[int, str] = {}
     for claim, numbers in groups:
-        if not set(citation_words(claim)) <= YES_NO:
-            found = _matched(claim, passages, question)
-            if found is not None and _matched(claim, passages.subset(numbers), question) is None:
-                numbers, by = [found], "match"
-            else:
-                by = "marker"
-        else:
-            by = "marker"
+        by = "marker"
+        if not set(citation_words(claim)) <= YES_NO and (found := _matched(claim, passages, question)) is not None \
+                and _matched(claim, passages.subset(numbers), question) is None:
+            numbers, by = [found], "match"
         for n in numbers:
             cited.setdefault(n, by)
     return list(cited.items())
