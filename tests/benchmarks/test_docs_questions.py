@@ -1,0 +1,53 @@
+"""benchmarks/docs_questions.py: the docs copy it indexes leaves out the text that quotes its
+answers, and the script runs on this repository's docs as a user would."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.docs_questions import OWN_PAGE, QUESTIONS, RECORD_START, RETRIEVERS, docs_without_answers, first_rank, summary
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_indexed_copy_leaves_out_the_ask_record_and_the_benchmarks_own_page(tmp_path):
+    docs = tmp_path / "docs"
+    (docs / "benchmarks").mkdir(parents=True)
+    (docs / "index.md").write_text(f"# Index\n\n## Answers\n\nKept.\n\n{RECORD_START} quoted answers\n\nmore of it\n\n## Next\n\nKept too.\n")
+    (docs / OWN_PAGE).write_text("# Docs questions\n\nthe questions and their ranks\n")
+    (docs / "server.md").write_text("# Server\n\n| flag | default |\n|---|---|\n| `--max-k` | `100` |\n")
+    copy = docs_without_answers(docs, tmp_path / "out")
+    assert (copy / "index.md").read_text() == "# Index\n\n## Answers\n\nKept.\n\n\n## Next\n\nKept too.\n"
+    assert not (copy / OWN_PAGE).exists() and (copy / "server.md").read_text() == (docs / "server.md").read_text()
+    assert (docs / OWN_PAGE).exists()  # the original is untouched
+    # docs without the record are refused: the marker moved, and the benchmark would index its answers
+    (docs / "index.md").write_text("# Index\n\nno record\n")
+    with pytest.raises(SystemExit, match="RECORD_START"):
+        docs_without_answers(docs, tmp_path / "again")
+
+
+def test_ranks_and_their_summary():
+    assert first_rank(["a", "b", "c"], {"c", "b"}) == 2 and first_rank(["a"], {"z"}) is None
+    assert summary([1, 6, None, 12]) == {"top5": 1, "top10": 2, "mrr": pytest.approx((1 + 1 / 6 + 1 / 12) / 4), "ranks": [1, 6, None, 12]}
+
+
+@pytest.mark.slow
+def test_the_benchmark_ranks_every_question_on_this_repositorys_docs(tmp_path):
+    env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.docs_questions"], cwd=REPO, env=env, check=True, capture_output=True, text=True)
+    result = json.loads((tmp_path / "docs_questions.json").read_text())
+    # every question's needle is still in the docs (the script fails otherwise) and each names its gold passages
+    assert [q["question"] for q in result["questions"]] == [q for q, _, _, _ in QUESTIONS]
+    assert all(q["gold"] and all(g.startswith(q["file"] + "#") for g in q["gold"]) for q in result["questions"])
+    assert set(result["retrievers"]) == set(RETRIEVERS)
+    for name, row in result["retrievers"].items():
+        assert len(row["ranks"]) == len(QUESTIONS)
+        assert row == summary(row["ranks"]) | {"mrr": pytest.approx(row["mrr"])}
+        assert f"{name:10s} {row['top5']:>6d}" in done.stdout
+    # the questions are answerable from the docs: the best retriever finds most of them
+    assert max(row["top10"] for row in result["retrievers"].values()) >= len(QUESTIONS) // 2
