@@ -300,6 +300,8 @@ def main() -> None:
                         help="also run ISO-RAG with these near_duplicate_cosine values (iso@dupC; the choice of the default, on train)")
     parser.add_argument("--entity-gates", nargs="*", type=float, default=[],
                         help="also run ISO-RAG with these entity_gate values (iso@gateG; the choice of the default, on train)")
+    parser.add_argument("--vouch-shares", nargs="*", type=float, default=[],
+                        help="also run ISO-RAG with these vouch_share values (iso@vouchS; the choice of the default, on train)")
     parser.add_argument("--vouched", action="store_true",
                         help="also run ISO-RAG with unique_mentions_vouched (iso_vouched; off by default: its clean cost on train)")
     parser.add_argument("--reader", action="store_true", help="answer injection on the dev cuts: ask the packaged Gemma 3 270M (llama-cpp-python's server)")
@@ -315,6 +317,7 @@ def main() -> None:
              **{f"iso@backlink{weight:g}": ("iso", {"backlink_weight": weight}) for weight in args.backlink_weights},
              **{f"iso@dup{cosine:g}": ("iso", {"near_duplicate_cosine": cosine}) for cosine in args.near_duplicate_cosines},
              **{f"iso@gate{slope:g}": ("iso", {"entity_gate": slope}) for slope in args.entity_gates},
+             **{f"iso@vouch{share:g}": ("iso", {"vouch_share": share}) for share in args.vouch_shares},
              **({"iso_vouched": ("iso", {"unique_mentions_vouched": True})} if args.vouched else {})}
     encoder = MemoEncoder()
     entries = []

@@ -149,10 +149,9 @@ class ISOKnobs(Knobs):
         seed: for the ``shuffled`` and ``random`` ablations.
         query_chunk: queries per batched call (``None``: as many as fit a 256 MiB score block, at most 1024).
         edge_weights: the local PPR follows edges in proportion to the graph's edge weights.
-        entity_seeds: on an entity graph, the teleport share of the entity nodes the question
-            mentions (rule extractor, the entity graph's normalisation; HippoRAG's query-matched
-            seeds), split by inverse degree; the passage seeds keep the rest (all of it where no
-            entity node is named). Chosen on training questions (corpora without titles).
+        entity_seeds: on an entity graph, the teleport share of the entity nodes the question mentions (rule extractor, the entity
+            graph's normalisation; HippoRAG's query-matched seeds), split by inverse degree; the passage seeds keep the rest (all of it
+            where no entity node is named). Chosen on training questions (corpora without titles).
         reenter_entity_seeds: whether the walk keeps the edges into the query-matched entity seeds (``False``: those seeds only send
             mass out; a passage passes its mass on to the entities the question does not name, the bridge to a second passage; a
             passage left with no other edge restarts, as every dead end does). Chosen on training questions (corpora without titles).
@@ -163,8 +162,10 @@ class ISOKnobs(Knobs):
         unique_mention_seeds: on an entity graph, an entity the question names that one passage alone mentions (no entity node) seeds
             that passage with weight 1 in the ``entity_seeds`` share, as an entity node of degree 1 would. HippoRAG keeps such phrase
             nodes; as nodes they only trap the walk, so the index keeps them as a lookup (``unique_mentions``) instead.
-        unique_mentions_vouched: such a passage keeps its share only inside the question's dense pool or titled with the name; else the
-            share goes back to the passage seeds (anyone can write a name the corpus lacks). Off: 2 points of clean Recall@5 (poisoning).
+        unique_mentions_vouched: every such passage keeps its share only inside the question's dense pool or titled with the name; else
+            the share goes back to the passage seeds (anyone can write a name the corpus lacks). Off: 2 points of clean Recall@5 (poisoning).
+        vouch_share: the share of passages with the highest bridging scores whose unique-mention seeds need that voucher anyway: a
+            passage tying many questions' names is a strong bridge, a genuine one mostly not (``0``: none; train-chosen, poisoning).
         entity_focus: how a query-matched entity seed splits its mass among the passages that mention it: in proportion to
             ``exp(entity_focus * cosine with the question)`` (``0``: evenly, as HippoRAG does): a passage that merely names it (a
             list, an injected passage) gets less. Chosen on training questions (the poisoning benchmark; it raised clean Recall@5).
@@ -196,6 +197,7 @@ class ISOKnobs(Knobs):
     reenter_entity_seeds: bool = False
     unique_mention_seeds: bool = True
     unique_mentions_vouched: bool = False
+    vouch_share: float = 0.3
     bridge_share: float = 0.02
     entity_focus: float = 20.0
     entity_gate: float = 10.0
@@ -207,12 +209,10 @@ class ISOKnobs(Knobs):
             raise ValueError(f"near_duplicate_cosine must be a number >= -1 (above 1: off), got {self.near_duplicate_cosine}")
         if not 0.0 <= self.backlink_weight <= 1.0:
             raise ValueError(f"backlink_weight must lie in [0, 1], got {self.backlink_weight}")
-        for name in ("entity_focus", "entity_gate"):
-            if not 0.0 <= getattr(self, name) < math.inf:
-                raise ValueError(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
-        for name in ("entity_seeds", "bridge_share"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)}")
+        for name, top, shown in [("entity_focus", math.inf, "be a finite number >= 0"), ("entity_gate", math.inf, "be a finite number >= 0"),
+                                 *((name, 1.0, "lie in [0, 1)") for name in ("entity_seeds", "bridge_share", "vouch_share"))]:
+            if not 0.0 <= getattr(self, name) < top:
+                raise ValueError(f"{name} must {shown}, got {getattr(self, name)}")
         if self.num_seeds < 1 or self.hops < 0 or self.max_expansion < 0:
             raise ValueError("num_seeds must be >= 1, hops and max_expansion >= 0")
         if self.over_retrieval < 1:

@@ -67,7 +67,7 @@ def _entity_matcher(source: RetrieverSource, unique_mentions: bool = True, with_
 
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
     log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
-    matcher = _entity_matcher(source, knobs.unique_mention_seeds, knobs.unique_mentions_vouched) if knobs.entity_seeds > 0 else None
+    matcher = _entity_matcher(source, knobs.unique_mention_seeds, knobs.unique_mentions_vouched or knobs.vouch_share > 0) if knobs.entity_seeds > 0 else None
     return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher, bridging=source.bridging,
                         quarantined=source.quarantine_mask)
 

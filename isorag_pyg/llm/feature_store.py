@@ -68,7 +68,7 @@ class ISORAGFeatureStore:
         ``entity_seed_index`` (local positions of the query-matched seeds: entity nodes, and
         passages seeded for an entity only they mention), ``k`` (passages wanted),
         ``node_type`` (0 passage, 1 an entity graph's entity node: id ``entity:<name>``, no text),
-        ``entity_seed_vouched`` (with the knob ``unique_mentions_vouched``: which of those seeds keep their share),
+        ``entity_seed_vouched`` (where a unique mention needs a voucher, ``vouch_share``: which of those seeds keep their share),
         ``left_out`` (passages the walk leaves out for this query:
         :meth:`~isorag_pyg.retrieval.ISORetriever.walk_left_out`)
         and, when the retriever's walk uses them, ``edge_weight`` (the graph's edge weights) and

@@ -10,21 +10,11 @@ from torch import Tensor
 
 from isorag_pyg.knobs import ISOKnobs
 from isorag_pyg.retrieval.ann import ANNIndex
-from isorag_pyg.retrieval.candidates import (
-    DenseCandidates,
-    candidate_chunk,
-    check_ann_index,
-    dense_candidates,
-)
+from isorag_pyg.retrieval.candidates import DenseCandidates, candidate_chunk, check_ann_index, dense_candidates
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
 from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
 from isorag_pyg.retrieval.scoring import score_local_graphs, segment_topk
-from isorag_pyg.retrieval.types import (
-    Queries,
-    RetrievalResult,
-    check_k,
-    retrieve_in_chunks,
-)
+from isorag_pyg.retrieval.types import Queries, RetrievalResult, check_k, retrieve_in_chunks
 from isorag_pyg.utils.bridging import bridge_mask
 from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_mask
 from isorag_pyg.utils.near_duplicates import near_duplicates_last
@@ -70,9 +60,10 @@ class ISORetriever:
     nodes a question mentions, and the passages that alone mention an entity it names (unique
     mentions), are seeds too: they join the local graph (and its expansion) and get the share
     ``entity_seeds`` of the teleport mass, in inverse proportion to their degree (1 for a unique
-    mention; with the knob ``unique_mentions_vouched`` only where :meth:`vouched`, the rest going to
-    the passage seeds); unless the knob ``reenter_entity_seeds``, the walk leaves out the edges into the
-    entity nodes among them (traces and ``removed_edges`` report the isoperimetric filter's
+    mention; a passage among the ``vouch_share`` strongest bridges, or any with the knob
+    ``unique_mentions_vouched``, only where :meth:`vouched`, the rest going to the passage seeds);
+    unless the knob ``reenter_entity_seeds``, the walk leaves out the edges into the entity nodes
+    among them (traces and ``removed_edges`` report the isoperimetric filter's
     pruning only).
 
     All queries of a chunk run together: their local graphs form one block-diagonal batch, so
@@ -118,8 +109,12 @@ class ISORetriever:
         # a bridge whose specific title one of a question's seeds names is walked for that question
         self.left_out = torch.zeros(graph.num_nodes, dtype=torch.bool, device=graph.device)
         self.named_bridge = torch.zeros(graph.num_nodes, dtype=torch.bool, device=graph.device)
+        # passages whose unique-mention seeds must be vouched for: every one, or the strongest bridges
+        self.needs_voucher = torch.full((graph.num_nodes,), knobs.unique_mentions_vouched, dtype=torch.bool, device=graph.device)
         if bridging is not None:
-            bridges = bridge_mask(ablate_log_phi(bridging.to(graph.device), knobs.phi_mode, knobs.seed), knobs.bridge_share, graph.num_passages)
+            bridging = ablate_log_phi(bridging.to(graph.device), knobs.phi_mode, knobs.seed)
+            self.needs_voucher |= bridge_mask(bridging, knobs.vouch_share, graph.num_passages)
+            bridges = bridge_mask(bridging, knobs.bridge_share, graph.num_passages)
             self.left_out |= bridges
             self.named_bridge = bridges & specifically_named(graph)
         if quarantined is not None:
@@ -163,18 +158,19 @@ class ISORetriever:
         return torch.where(node < self.graph.num_passages, 1.0, 1.0 / degree)
 
     def vouched(self, questions: Sequence[str], seeds: tuple[Tensor, Tensor] | None, candidates: DenseCandidates) -> Tensor | None:
-        """``[S]`` bool over the entity ``seeds`` (question, row) of ``questions``: which are vouched for: entity nodes, and
-        unique-mention passages in their question's dense pool or titled with the name the question writes
-        (:meth:`~isorag_pyg.graph.query_entities.QueryEntityMatcher.titled_rows`); ``None`` (all are) without seeds or the
-        knob ``unique_mentions_vouched``."""
-        if seeds is None or not self.knobs.unique_mentions_vouched:
+        """``[S]`` bool over the entity ``seeds`` (question, row) of ``questions``: which are vouched for: entity nodes,
+        unique-mention passages that need no voucher (outside the ``vouch_share`` strongest bridges, unless the knob
+        ``unique_mentions_vouched``), and the others in their question's dense pool or titled with the name the question
+        writes (:meth:`~isorag_pyg.graph.query_entities.QueryEntityMatcher.titled_rows`); ``None`` (all are) without
+        seeds or where none needs one."""
+        if seeds is None or not bool(self.needs_voucher[seeds[1]].any()):
             return None
         question, node = seeds
         in_pool = (candidates.pool[question] == node.unsqueeze(1)).any(dim=1)
         titled_rows = getattr(self.entity_matcher, "titled_rows", None)  # a matcher of one's own may not know titles
         titled = titled_rows(questions) if titled_rows else [set() for _ in questions]
         by_title = torch.tensor([row in titled[q] for q, row in zip(question.tolist(), node.tolist())], dtype=torch.bool, device=node.device)
-        return (node >= self.graph.num_passages) | in_pool | by_title
+        return (node >= self.graph.num_passages) | ~self.needs_voucher[node] | in_pool | by_title
 
     def local_graphs(self, candidates: DenseCandidates, num_seeds: int, entity_seeds: tuple[Tensor, Tensor] | None = None) -> LocalGraphBatch:
         """The local candidate graphs around ``candidates`` (the pool and the seeds' neighbourhood)

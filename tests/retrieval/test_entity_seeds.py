@@ -2,6 +2,8 @@
 every device."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from conftest import DEVICES
@@ -236,11 +238,13 @@ def test_the_matcher_knows_which_unique_mentions_a_question_names_by_their_passa
 QUESTION = "Did Dara Quen, Wolfgang Smith and the November Revolution meet?"
 
 
-def _far_unique_mentions(vouched: bool, near: bool = False, matcher=None) -> tuple[ISORetriever, Queries]:
+def _far_unique_mentions(vouched: bool, near: bool = False, matcher=None, bridging: torch.Tensor | None = None,
+                         **knobs: Any) -> tuple[ISORetriever, Queries]:
     """One question over 20 passages (cosines 0.9 .. 0.1 and 0, 0; the dense pool of a top 2 is
     10) and the entity node 20 (named by the question and by passages 0 and 1) whose passages 18
     (titled "Wolfgang Smith (mathematician)") and 19 alone write names the question names; with
-    ``near`` passage 19 is in the pool (cosine 0.85). PPR is the teleport vector (alpha 0)."""
+    ``near`` passage 19 is in the pool (cosine 0.85). PPR is the teleport vector (alpha 0). No
+    passage needs a voucher by its bridging score unless ``bridging`` is given."""
     cosines = torch.cat([torch.linspace(0.9, 0.1, 18), torch.tensor([0.0, 0.85 if near else 0.0])])
     x = torch.zeros(21, 32)
     x[:20, 0] = cosines
@@ -251,7 +255,8 @@ def _far_unique_mentions(vouched: bool, near: bool = False, matcher=None) -> tup
     matcher = matcher or QueryEntityMatcher(["Dara Quen"], num_passages=20, unique_mentions={"wolfgangsmith": 18, "novemberrevolution": 19},
                                             title_of=titles.__getitem__)
     retriever = ISORetriever(RetrievalGraph(edge_index, x, normalized=True, num_passages=20), torch.zeros(21),
-                             ISOKnobs(alpha=0.0, entity_seeds=0.9, unique_mentions_vouched=vouched), entity_matcher=matcher)
+                             ISOKnobs(alpha=0.0, entity_seeds=0.9, unique_mentions_vouched=vouched, **knobs), entity_matcher=matcher,
+                             bridging=bridging)
     query = torch.zeros(1, 32)
     query[0, 0] = 1.0
     return retriever, Queries([QUESTION], query)
@@ -273,16 +278,34 @@ def test_a_unique_mention_outside_the_dense_pool_seeds_only_the_passage_titled_w
     assert set(near) == {18, 19}  # inside the dense pool a unique mention needs no title
 
 
+def test_by_default_only_a_unique_mention_among_the_strongest_bridges_needs_a_voucher():
+    bridging = torch.zeros(21)
+    bridging[[5, 6, 19]] = torch.tensor([1.0, 2.0, 3.0])  # the only 3 of 20 passages above the rest: 19 among them, 18 not
+    assert _top2_and_mass(*_far_unique_mentions(vouched=False, bridging=bridging))[0] == [18, 0]  # 19 gives its share back
+    assert set(_top2_and_mass(*_far_unique_mentions(vouched=False, near=True, bridging=bridging))[0]) == {18, 19}  # in the pool
+    assert set(_top2_and_mass(*_far_unique_mentions(vouched=False, bridging=bridging, vouch_share=0.0))[0]) == {18, 19}  # off
+    untitled = lambda questions: [[18, 19, 20] for _ in questions]  # a matcher of its own, no titles
+    assert _top2_and_mass(*_far_unique_mentions(vouched=False, matcher=untitled, bridging=bridging))[0] == [18, 0]  # 18 needs none
+    # uniform φ ablates the bridging scores as it does the bridge cut: then nothing needs a voucher
+    assert set(_top2_and_mass(*_far_unique_mentions(vouched=False, bridging=bridging, phi_mode="uniform"))[0]) == {18, 19}
+    # a strong bridge titled with the name is vouched for by its title; with the knob every passage needs a voucher
+    bridging[[5, 18]] = torch.tensor([0.0, 4.0])
+    assert _top2_and_mass(*_far_unique_mentions(vouched=False, bridging=bridging))[0] == [18, 0]
+    bridging[[18, 19]] = 0.0
+    assert _top2_and_mass(*_far_unique_mentions(vouched=True, bridging=bridging))[0] == [18, 0]
+
+
 def test_a_matcher_of_ones_own_is_vouched_for_by_the_dense_pool_alone():
     retriever, queries = _far_unique_mentions(vouched=True, matcher=lambda questions: [[18, 19, 20] for _ in questions])
     assert _top2_and_mass(retriever, queries)[0] == [0, 1]  # no titles to read: both far passages give their share back
 
 
-def test_an_index_hands_its_titles_to_the_matcher_only_when_asked():
+def test_an_index_hands_its_titles_to_the_matcher_only_where_a_unique_mention_may_need_a_voucher():
     from isorag_pyg.datasets.types import Passage
 
     index = ISORAGIndex.build([*CORPUS, Passage("6", "Wolfgang Smith", "A mathematician from Aldania.")], f_theta=None, progress=False)
     assert index.unique_mentions.get("wolfgangsmith") == 6
     question = ["Where was Wolfgang Smith born?"]
     assert index.retriever("iso", unique_mentions_vouched=True).entity_matcher.titled_rows(question) == [{6}]
-    assert index.retriever("iso").entity_matcher.titled_rows(question) == [set()]
+    assert index.retriever("iso").entity_matcher.titled_rows(question) == [{6}]  # the strongest bridges need one by default
+    assert index.retriever("iso", vouch_share=0.0).entity_matcher.titled_rows(question) == [set()]
