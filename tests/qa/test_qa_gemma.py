@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 from isorag_pyg.datasets import Passage, Question
 from isorag_pyg.jobs.evaluate import run_evaluation
 from isorag_pyg.qa import GeneratorError, OpenAIChatGenerator, PromptTemplate, TransformersGenerator, answer_questions
+from isorag_pyg.qa.answer_cache import request_key
 from isorag_pyg.qa.llama_server import LlamaServer
 from isorag_pyg.qa.models import load_gguf, packaged_gemma
 
@@ -167,8 +168,12 @@ def test_interrupted_client_resumes_from_the_cache(server, tmp_path):
     assert resumed.calls == len(qs) - kept  # nothing asked twice
     lines = cached_lines(cache)
     assert len(lines) == len({line["key"] for line in lines}) == len(qs)  # nothing lost, nothing double-counted
-    fresh_metrics, fresh_rows = answer_questions(served_generator(server), template, qs, passages)
-    assert [r["answer"] for r in rows] == [r["answer"] for r in fresh_rows] and metrics == fresh_metrics
+    # each question gets the answer cached under its own request, the killed client's included (compared with the cache,
+    # not with a fresh run: llama.cpp's greedy answers can differ with the prompt prefix its server reuses)
+    answer_of = {line["key"]: line["answer"] for line in lines}
+    keys = [request_key(resumed.model, template.request(q.text, p), resumed.params) for q, p in zip(qs, passages)]
+    assert [r["answer"] for r in rows] == [answer_of[key] for key in keys]
+    assert {line["key"] for line in lines[:kept]} <= set(keys) and metrics["em"] >= 0.5
 
 
 @pytest.mark.slow
