@@ -110,7 +110,7 @@ class ISORetriever:
         self.left_out = torch.zeros(graph.num_nodes, dtype=torch.bool, device=graph.device)
         self.named_bridge = torch.zeros(graph.num_nodes, dtype=torch.bool, device=graph.device)
         # passages whose unique-mention seeds must be vouched for: every one, or the strongest bridges
-        self.needs_voucher = torch.full((graph.num_nodes,), knobs.unique_mentions_vouched, dtype=torch.bool, device=graph.device)
+        self.needs_voucher = (torch.arange(graph.num_nodes, device=graph.device) < graph.num_passages) & knobs.unique_mentions_vouched
         if bridging is not None:
             bridging = ablate_log_phi(bridging.to(graph.device), knobs.phi_mode, knobs.seed)
             self.needs_voucher |= bridge_mask(bridging, knobs.vouch_share, graph.num_passages)

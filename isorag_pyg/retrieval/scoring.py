@@ -198,7 +198,7 @@ def score_local_graphs(edge_index: Tensor, seed_pos: Tensor, seed_scores: Tensor
             back through the teleport (:func:`~isorag_pyg.utils.ppr.personalized_pagerank`;
             ISO-RAG's ``backlink_weight`` on one-way mentions walked backwards; default: all).
         entity_vouched: ``[S]`` bool, the entity seeds that keep their teleport mass; the others'
-            goes back to the passage seeds (ISO-RAG's ``unique_mentions_vouched``; default: all keep it).
+            goes back to the passage seeds (ISO-RAG's ``vouch_share`` / ``unique_mentions_vouched``; default: all keep it).
     """
     teleport = torch.zeros(dense.numel(), device=dense.device)
     passage_mass = teleport_weights(seed_scores, knobs.tau)
