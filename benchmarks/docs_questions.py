@@ -94,7 +94,11 @@ def main() -> None:
     parser.add_argument("--questions", type=Path, help="a JSON list of [question, file, needle, origin] instead of QUESTIONS")
     parser.add_argument("--out", type=results_name, default="docs_questions.json")
     args = parser.parse_args()
+    if args.k < 1:
+        raise SystemExit(f"--k must be >= 1, got {args.k}")
     questions = [tuple(q) for q in json.loads(args.questions.read_text())] if args.questions else QUESTIONS
+    if not questions or any(len(q) != 4 or not all(isinstance(x, str) for x in q) for q in questions):
+        raise SystemExit("--questions must hold a non-empty JSON list of [question, file, needle, origin] strings")
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         passages = ISORAGIndex.read_corpus(docs_without_answers(args.docs, Path(tmp)))
