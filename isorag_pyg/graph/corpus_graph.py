@@ -16,6 +16,7 @@ from isorag_pyg.graph import builders
 from isorag_pyg.graph.builders import DIRECTED_BUILDERS
 from isorag_pyg.graph.entity_graph import entity_graph, with_entity_nodes
 from isorag_pyg.graph.noise import noise_edges
+from isorag_pyg.graph.rule_extractor import CODE_SPAN
 from isorag_pyg.graph.text import normalize_unicode
 
 log = logging.getLogger(__name__)
@@ -67,14 +68,24 @@ def title_cased(title: str) -> str:
     that capitalises it ("Storm over Wyoming" is one name, not "Storm" and "Wyoming"), and a
     disambiguator as the question writes it ("Lola (1981 Film)": the article names "film" too,
     as every article titled "(film)" then does, a hub the question's entity seed splits by
-    cosine). Georgian letters stay as they are: the script is read without capitals.
+    cosine). Georgian letters stay as they are: the script is read without capitals, and so do
+    code spans: an identifier is written one way.
 
         >>> title_cased("Storm over Wyoming (film)")
         'Storm Over Wyoming (Film)'
         >>> title_cased("rock 'n' roll, jean-luc, ﬁlm")
         "Rock 'n' Roll, Jean-Luc, Film"
+        >>> title_cased("the `blank_titles.py` script")
+        'The `blank_titles.py` Script'
     """
-    return _WORD_START.sub(lambda m: m[1] if "\u10a0" <= m[1] <= "\u10ff" else m[1].upper(), normalize_unicode(title))
+    text, cased, start = normalize_unicode(title), [], 0
+    for span in [*CODE_SPAN.finditer(text), None]:
+        end = span.start() if span else len(text)
+        cased.append(_WORD_START.sub(lambda m: m[1] if "\u10a0" <= m[1] <= "\u10ff" else m[1].upper(), text[start:end]))
+        if span:
+            cased.append(span.group())
+            start = span.end()
+    return "".join(cased)
 
 
 #: The first letter of a word (after a space, punctuation other than an apostrophe, or the start).

@@ -21,6 +21,8 @@ _QUESTION_WORDS = frozenset(
 
 _FIRST_WORD = re.compile(r"\W*(\w+)")
 _WORD = re.compile(r"\w+")
+# a question's word as an identifier may be written: "alpha", "max-k", "--max-k", "WANDB_MODE", "scoring.py"
+_IDENTIFIER = re.compile(r"-*\w(?:[\w./-]*\w)?")
 #: A name the question writes that no entity node has is read as the entity nodes whose names
 #: contain it as whole words, when there are at most this many ("LaHave" -> "LaHave River").
 MAX_CONTAINING = 3
@@ -95,6 +97,8 @@ class QueryEntityMatcher:
         self.title_of = title_of
         for key, row in (unique_mentions or {}).items():  # folded: such an index also kept accents in these keys
             self.rows.setdefault(fold_latin_accents(key), []).append(row)
+        # node keys named in code spans ("`alpha`"): a question may write them as plain words
+        self.code_keys = {key for key, name in self.names.items() if name.startswith("`")}
         self._by_shape: dict[tuple[int, str], list[str]] = {}  # (length, first letter) -> alphabetic keys
         for key in self.rows:
             if key.isalpha():
@@ -103,7 +107,15 @@ class QueryEntityMatcher:
     def __call__(self, questions: Sequence[str]) -> list[list[int]]:
         """The rows each question names (sorted, no repeats; empty when none): entity nodes, and
         passages for entities that only that passage mentions."""
-        return [sorted({row for name in names_in_question(q, self.extractor) for row in self.rows_named(name)}) for q in questions]
+        return [sorted({row for name in self.names_in(q) for row in self.rows_named(name)}) for q in questions]
+
+    def names_in(self, question: str) -> list[str]:
+        """The names ``question`` writes: those its rules extractor finds, and its words that
+        name an identifier the documents write as code ("alpha" for a node "`alpha`")."""
+        names = names_in_question(question, self.extractor)
+        if self.code_keys:
+            names += [word for word in _IDENTIFIER.findall(question) if entity_key(word) in self.code_keys]
+        return names
 
     def titled_rows(self, questions: Sequence[str]) -> list[set[int]]:
         """The unique-mention passages each question names by their title ("Wolfgang Smith" or
@@ -111,7 +123,7 @@ class QueryEntityMatcher:
         name is about, not a passage that merely writes it (none without ``title_of``)."""
         found: list[set[int]] = []
         for question in questions:
-            keys = {entity_key(name) for name in names_in_question(question, self.extractor)} if self.title_of else set()
+            keys = {entity_key(name) for name in self.names_in(question)} if self.title_of else set()
             found.append({row for key in keys for row in self.rows.get(key, ()) if row < self.num_passages
                           and key in {entity_key(variant) for variant in title_variants(self.title_of(row))}})
         return found

@@ -1,6 +1,7 @@
 """An LLM-free entity extractor for any corpus on a CPU: capitalised name spans (the
 ``entity_comention`` builder's :func:`~isorag_pyg.graph.builders.entity_mentions`), dates, years
-and other numbers — regular expressions only, thousands of passages a second."""
+and other numbers, and the identifiers Markdown code spans name — regular expressions only,
+thousands of passages a second."""
 from __future__ import annotations
 
 import logging
@@ -19,20 +20,35 @@ _DATE = re.compile(rf"\b(?:\d{{1,2}}\s+{_MONTH}\s+\d{{3,4}}|{_MONTH}\s+\d{{1,2}}
 # years and other numbers of at least two digits ("2007", "1,200"), whole or not at all ("3.5" is
 # skipped: too generic; nor "1990.5" or "1,2000" in part)
 _NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w,.]?\d)|(?<![\w.,])\d{2,}(?![\w,.]?\d)")
+#: A Markdown code span that names one identifier ("`alpha`", "`--max-k`", "`WANDB_MODE`"): single
+#: backticks around 2-60 characters without spaces, one a letter (TeX-style ``quotes'' are not one).
+CODE_SPAN = re.compile(r"(?<![`\w])`([^`\s]{2,60})`(?![`\w])")
+
+
+def has_letter(text: str) -> bool:
+    """``text`` holds a letter (a code span of digits and signs alone names no identifier)."""
+    return any(c.isalpha() for c in text)
+
+
+def has_code_span(text: str) -> bool:
+    """``text`` writes an identifier as a Markdown code span (:data:`CODE_SPAN`)."""
+    return any(has_letter(m[1]) for m in CODE_SPAN.finditer(text))
 
 
 class RuleExtractor:
     """Entities of each passage by rules, from its normalised text: capitalised spans (split
     at name particles, leading function words and a closing possessive dropped, the owner of an
     inner possessive kept too, at least ``min_chars`` characters), dates and whole numbers of two
-    digits or more. Extracts no triples."""
+    digits or more (``numbers``), and, with ``code_spans`` (default: off; the automatic graph
+    turns it on for documentation), the identifiers of :data:`CODE_SPAN` code spans, kept with
+    their backticks ("`alpha`"). Extracts no triples."""
 
     name = "rules"
 
-    def __init__(self, min_chars: int = 4, numbers: bool = True):
+    def __init__(self, min_chars: int = 4, numbers: bool = True, code_spans: bool = False):
         if min_chars < 1:
             raise ValueError(f"min_chars must be >= 1, got {min_chars}")
-        self.min_chars, self.numbers = min_chars, numbers
+        self.min_chars, self.numbers, self.code_spans = min_chars, numbers, code_spans
 
     def extract_one(self, text: str) -> list[str]:
         """The entity strings of one text, sorted (casefolded names, dates, numbers; the text
@@ -42,6 +58,8 @@ class RuleExtractor:
         if self.numbers:
             found.update(m.group().casefold() for m in _DATE.finditer(text))
             found.update(m.group() for m in _NUMBER.finditer(text))
+        if self.code_spans:
+            found.update(f"`{m[1]}`" for m in CODE_SPAN.finditer(text) if has_letter(m[1]))
         return sorted(found)
 
     def extract(self, texts: Sequence[str]) -> Extraction:

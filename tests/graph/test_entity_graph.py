@@ -15,7 +15,14 @@ from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.datasets import generate_synthetic_dataset
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph import build_corpus_graph, graph_statistics, run_builders
-from isorag_pyg.graph.auto import TITLE_SHARE_THRESHOLD, auto_graph, describe_graph, title_mention_share
+from isorag_pyg.graph.auto import (
+    CODE_SPAN_SHARE_THRESHOLD,
+    TITLE_SHARE_THRESHOLD,
+    auto_graph,
+    code_span_share,
+    describe_graph,
+    title_mention_share,
+)
 from isorag_pyg.graph.builders import adjacent
 from isorag_pyg.graph.entity_graph import MIN_MENTION_WEIGHT, entity_graph, entity_graph_from_extraction, specificity
 from isorag_pyg.graph.extraction import EntityExtractor, Extraction
@@ -34,6 +41,20 @@ def test_rule_extractor_finds_names_dates_and_numbers():
     assert {"dara quen", "boso the elder", "3 march 1984", "2007", "1,200"} <= set(found)
     assert "in" not in found and extractor.extract_one("   ") == []
     assert extractor.extract(["", "Kostrov"]).entities == [[], ["kostrov"]]
+
+def test_rule_extractor_reads_a_markdown_code_span_as_one_identifier_when_told_to():
+    extractor = RuleExtractor(code_spans=True)
+    found = extractor.extract_one("Set `alpha` or `--max-k` (`WANDB_MODE`, in `isorag_pyg/graph/text.py`), not `k` or `1.5`.")
+    assert {"`alpha`", "`--max-k`", "`WANDB_MODE`", "`isorag_pyg/graph/text.py`"} <= set(found)
+    assert not {"`k`", "`1.5`"} & set(found)  # one character, or no letter: too generic
+    # TeX-style quotes, a span with spaces, an unclosed backtick: no identifier
+    assert not [e for e in extractor.extract_one("the ``Faded ''(2015)`` single, `isorag index docs/`, `alpha") if e.startswith("`")]
+    assert "`alpha`" not in RuleExtractor().extract_one("Set `alpha`.")  # off by default
+    texts = ["The `alpha` knob.", "Raise `alpha` for longer walks.", "They met Alpha in Kostrov."]
+    graph = entity_graph(texts, extractor_args={"code_spans": True})
+    assert graph.names == ["`alpha`"] and graph.mentions[0].tolist() == [0, 1, 2]  # one node, the prose name merged into it
+    assert entity_graph(texts).names == []  # the prose name alone: one passage
+
 
 def test_rule_extractor_reads_any_script_normal_forms_possessives_and_whole_numbers():
     extractor = RuleExtractor()
@@ -176,6 +197,15 @@ def test_auto_graph_chooses_by_what_the_corpus_supports(caplog):
     sparse = [*titled, *filler]
     assert 0 < title_mention_share(sparse) < TITLE_SHARE_THRESHOLD
     assert list(auto_graph(sparse)) == ["title_mention", "entity_graph", "adjacent"]
+    # documentation that writes identifiers as code: the entity graph's extractor reads them; prose does not
+    assert auto_graph(own)["entity_graph"] == {} and code_span_share(own) == 0.0
+    docs = [Passage(f"d.md#{i}", "Docs", f"Set `knob_{i}` to {i}." if i < 2 else f"Plain line {i}.") for i in range(20)]
+    assert code_span_share(docs) == 0.1 >= CODE_SPAN_SHARE_THRESHOLD
+    assert auto_graph(docs)["entity_graph"] == {"extractor_args": {"code_spans": True}}
+    injected = docs[:1] + docs[2:]  # one passage of 19 writes code: 5.3%, still documentation
+    assert auto_graph(injected)["entity_graph"] == {"extractor_args": {"code_spans": True}}
+    prose = docs[:1] + [Passage(f"p{i}", "", f"Plain line {i}.") for i in range(int(1 / CODE_SPAN_SHARE_THRESHOLD))]
+    assert auto_graph(prose)["entity_graph"] == {}  # one in 21: below the share
     lines = describe_graph({"builders": ["title_mention"], "passages": 10, "edges": 1, "isolated_passage_share": 0.8,
                             "largest_hubs": [["Kostrov", 1]]})
     assert "10 passages, 1 edges, 80.0% of passages isolated" in lines[0] and lines[1] == "largest hubs: Kostrov (1)"

@@ -9,7 +9,8 @@ import torch
 from conftest import DEVICES
 from entity_corpus import CORPUS, entity_index
 
-from isorag_pyg import ISORAGIndex
+from isorag_pyg import ISORAGIndex, PhiSpec
+from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph.entity_graph import entity_graph
 from isorag_pyg.graph.query_entities import QueryEntityMatcher, query_extractor
 from isorag_pyg.graph.text import entity_key
@@ -29,6 +30,15 @@ def test_query_entities_match_entity_nodes_after_the_same_normalisation():
     assert matcher(['"Did Dara Quen sing?"', "(Was Dara Quen there?)"]) == [[10], [10]]  # after an opening quote or bracket
     will = QueryEntityMatcher(["Will Smith"], num_passages=3)
     assert will(["Will Smith sang in 1950?"]) == [[3]]  # "Will" and "Can" also open names: kept
+
+def test_a_question_names_an_identifier_the_documents_write_as_code_by_its_plain_word():
+    matcher = QueryEntityMatcher(["`alpha`", "`--max-k`", "`vouch_share`", "Paris"], num_passages=5)
+    assert matcher.code_keys == {"alpha", "maxk", "vouchshare"}
+    found = matcher(["What is the default alpha?", "Which max-k does the server take?", "What does --max-k do?",
+                     "What is vouch_share for?", "Is `alpha` a knob?", "Is paris in France?", "What is alphabet soup?"])
+    assert found == [[5], [6], [6], [7], [5], [], []]  # a lowercase word names code, never a prose name
+    assert QueryEntityMatcher(["Alpha"], num_passages=1)(["the default alpha?"]) == [[]]
+
 
 def test_questions_are_cut_by_the_rules_the_entity_graph_was_built_with():
     assert query_extractor({"entity_graph": {"extractor": "rules", "extractor_args": {"min_chars": 6, "numbers": False}}}).min_chars == 6
@@ -180,6 +190,17 @@ def test_retrieval_seeds_the_entity_nodes_a_question_names(index):
     assert all(not t["id"].startswith("entity:") for t in on["top"])
     with pytest.raises(ValueError, match="entity_seeds"):
         index.retriever("iso", entity_seeds=1.0)
+
+def test_an_index_of_markdown_docs_seeds_the_code_node_a_question_names_as_a_plain_word():
+    texts = ["| knob | default |\n|---|---|\n| `alpha` | 0.85 |", "Raise `alpha` for longer walks.",
+             "The server takes `--max-k` and `--read-timeout`.", "Set `--max-k` to 100 for larger answers.", "Plain prose, no code."]
+    docs = ISORAGIndex.build([Passage(f"docs.md#{i}", "Docs", t) for i, t in enumerate(texts)], f_theta=None, phi=PhiSpec(p=0.0),
+                             progress=False)
+    assert {"`alpha`", "`--max-k`"} <= set(docs.graph.entity_names)
+    assert docs.explain("What is the default alpha?", k=2)["entity_seeds"] == ["entity:`alpha`"]
+    assert docs.explain("Which max-k does the server take?", k=2)["entity_seeds"] == ["entity:`--max-k`"]
+    assert docs.explain("Is the prose plain?", k=2)["entity_seeds"] == []
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_entity_seeded_retrieval_is_the_same_on_every_device(device):
