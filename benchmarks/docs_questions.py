@@ -7,11 +7,14 @@ The index is what ``isorag index docs/ idx`` builds (the default encoder, the au
 ``max_tokens`` 200), from a copy of the folder without the text that would answer the
 questions by quoting them: the record of ``isorag ask`` on the docs (in ``index.md``, from
 :data:`RECORD_START` to the next ``##`` heading) and this benchmark's own page. Questions
-(:data:`QUESTIONS`): the three of that record, and thirteen written, before any measurement,
-one for each of thirteen table rows drawn at random from the docs outside ``benchmarks/``. A
+(:data:`QUESTIONS`): the three of that record, the three of the record before it, and thirteen
+written, before any measurement, one for each of thirteen table rows drawn at random from the
+docs outside ``benchmarks/`` (the record's three were written so too, for the first three rows
+of a second seeded draw that are no header). A
 question's gold passages are those of its file that hold its answer's words (``needle``); a
 question whose needle no passage holds is an error, so edits to the docs cannot silently
-empty the benchmark. Per retriever: the rank of the first gold passage (beyond ``--k``:
+empty the benchmark. Per retriever (and ISO-RAG on the same graph built by an extractor blind to
+Markdown code spans, :data:`NO_CODE`): the rank of the first gold passage (beyond ``--k``:
 missed), how many questions find one in the top 5 and top 10, and the mean reciprocal rank.
 Writes benchmarks/results/docs_questions.json.
 """
@@ -29,14 +32,19 @@ from benchmarks.common import results_name, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
 
 RETRIEVERS = ("dense", "bm25", "ppr", "iso")
+#: ISO-RAG on the same graph built by an extractor that does not read code spans (an ablation).
+NO_CODE = "iso_no_code"
 RECORD_START = "**On this repository's own docs**"
 OWN_PAGE = "benchmarks/docs_questions.md"
 # (question, the docs file that answers it, words of the answer that only its passages hold, origin)
 QUESTIONS: list[tuple[str, str, str, str]] = [
-    ("What is the largest k the server accepts by default?", "server.md", "largest `k`", "record"),
+    ("Where does the OpenIE extractor keep its answer cache by default?", "graphs.md", "folder of the answer cache", "record"),
+    ("When does the automatic graph add the entity graph?", "graphs.md", "title-mention edges touch less than", "record"),
+    ("When does the automatic graph use title mentions?", "graphs.md", "occurs (whole words) in another passage", "record"),
+    ("What is the largest k the server accepts by default?", "server.md", "largest `k`", "earlier record"),
     ("How many seconds may a connection take to send its request before the server closes it?", "server.md",
-     "seconds a connection has, from its accept", "record"),
-    ("What is ISO-RAG's default alpha for its PPR walk?", "configuration.md", "PPR's probability of following an edge", "record"),
+     "seconds a connection has, from its accept", "earlier record"),
+    ("What is ISO-RAG's default alpha for its PPR walk?", "configuration.md", "PPR's probability of following an edge", "earlier record"),
     ("How large are the index files at ten million passages?", "scale.md", "the files are ~40 GB", "sampled"),
     ("What status does the server return for a write not sent as application/json?", "server.md",
      "POST requests must be sent as application/json", "sampled"),
@@ -104,12 +112,19 @@ def main() -> None:
         passages = ISORAGIndex.read_corpus(docs_without_answers(args.docs, Path(tmp)))
         index = ISORAGIndex.build(passages, f_theta=None, phi=PhiSpec(p=0), progress=False)
         build_s = time.perf_counter() - start
+        spec = {name: dict(args) for name, args in index.graph_spec.items()}
+        if "entity_graph" in spec:  # the same graph, its extractor blind to code spans
+            spec["entity_graph"]["extractor_args"] = {**spec["entity_graph"].get("extractor_args", {}), "code_spans": False}
+            no_code = ISORAGIndex.build(passages, graph=spec, f_theta=None, phi=PhiSpec(p=0), progress=False)
     golds = [gold_ids(index, doc, needle) for _, doc, needle, _ in questions]
     texts = [q for q, _, _, _ in questions]
     results: dict[str, Any] = {}
     for name in RETRIEVERS:
         hits = index.retrieve(texts, k=min(args.k, len(index.passages)), retriever=name)
         results[name] = summary([first_rank([h.id for h in found], gold) for found, gold in zip(hits, golds)])
+    if "entity_graph" in spec:
+        hits = no_code.retrieve(texts, k=min(args.k, len(index.passages)), retriever="iso")
+        results[NO_CODE] = summary([first_rank([h.id for h in found], gold) for found, gold in zip(hits, golds)])
     print(f"{len(index.passages)} passages, {len(questions)} questions; first gold passage's rank (-: beyond {args.k})")
     print(f"{'retriever':10s} {'top 5':>6s} {'top 10':>7s} {'MRR':>6s}  ranks")
     for name, row in results.items():
