@@ -126,11 +126,12 @@ def main() -> None:
         hits = no_code.retrieve(texts, k=min(args.k, len(index.passages)), retriever="iso")
         results[NO_CODE] = summary([first_rank([h.id for h in found], gold) for found, gold in zip(hits, golds)])
     print(f"{len(index.passages)} passages, {len(questions)} questions; first gold passage's rank (-: beyond {args.k})")
-    print(f"{'retriever':10s} {'top 5':>6s} {'top 10':>7s} {'MRR':>6s}  ranks")
+    print(f"{'retriever':12s} {'top 5':>6s} {'top 10':>7s} {'MRR':>6s}  ranks")
     for name, row in results.items():
         ranks = " ".join("-" if r is None else str(r) for r in row["ranks"])
-        print(f"{name:10s} {row['top5']:>6d} {row['top10']:>7d} {row['mrr']:>6.3f}  {ranks}")
-    write_json(args.out, {"protocol": __doc__.split("\n\n")[1], "passages": len(index.passages), "build_s": round(build_s, 1),
+        print(f"{name:12s} {row['top5']:>6d} {row['top10']:>7d} {row['mrr']:>6.3f}  {ranks}")
+    write_json(args.out, {"protocol": __doc__.split("\n\n")[1], "passages": len(index.passages), "graph": index.graph_spec,
+                          "build_s": round(build_s, 1),
                           "k": args.k, "questions": [{"question": q, "file": f, "needle": n, "origin": o, "gold": sorted(g)}
                                                      for (q, f, n, o), g in zip(questions, golds)],
                           "retrievers": results})

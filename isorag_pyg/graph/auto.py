@@ -10,7 +10,7 @@ import torch
 
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph.builders import chunk_position, title_mention
-from isorag_pyg.graph.rule_extractor import has_code_span
+from isorag_pyg.graph.text import has_code_span
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import regex
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
@@ -16,8 +15,7 @@ from isorag_pyg.graph import builders
 from isorag_pyg.graph.builders import DIRECTED_BUILDERS
 from isorag_pyg.graph.entity_graph import entity_graph, with_entity_nodes
 from isorag_pyg.graph.noise import noise_edges
-from isorag_pyg.graph.rule_extractor import CODE_SPAN
-from isorag_pyg.graph.text import normalize_unicode
+from isorag_pyg.graph.text import title_cased
 
 log = logging.getLogger(__name__)
 
@@ -62,44 +60,16 @@ def clean_undirected_edge_count(edges: Mapping[str, BuilderEdges], num_nodes: in
     return ei.size(1) // 2
 
 
-def title_cased(title: str) -> str:
-    """``title`` (normalised as passage text is) with the first letter of every word capitalised,
-    the rest as written, so that the rule extractor reads the name whole, as it reads a question
-    that capitalises it ("Storm over Wyoming" is one name, not "Storm" and "Wyoming"), and a
-    disambiguator as the question writes it ("Lola (1981 Film)": the article names "film" too,
-    as every article titled "(film)" then does, a hub the question's entity seed splits by
-    cosine). Georgian letters stay as they are: the script is read without capitals, and so do
-    code spans: an identifier is written one way.
-
-        >>> title_cased("Storm over Wyoming (film)")
-        'Storm Over Wyoming (Film)'
-        >>> title_cased("rock 'n' roll, jean-luc, ﬁlm")
-        "Rock 'n' Roll, Jean-Luc, Film"
-        >>> title_cased("the `blank_titles.py` script")
-        'The `blank_titles.py` Script'
-    """
-    text, cased, start = normalize_unicode(title), [], 0
-    for span in [*CODE_SPAN.finditer(text), None]:
-        end = span.start() if span else len(text)
-        cased.append(_WORD_START.sub(lambda m: m[1] if "\u10a0" <= m[1] <= "\u10ff" else m[1].upper(), text[start:end]))
-        if span:
-            cased.append(span.group())
-            start = span.end()
-    return "".join(cased)
 
 
-#: The first letter of a word (after a space, punctuation other than an apostrophe, or the start).
-_WORD_START = regex.compile(r"(?<![\w\p{M}'’])(\w)")
-
-
-def entity_texts(corpus: Sequence[Passage], titles: bool = True, title_cased_too: bool = True) -> list[str]:
+def entity_texts(corpus: Sequence[Passage], titles: bool = True, title_cased_too: bool = True, code_spans: bool = False) -> list[str]:
     """What the entity graph's extractor reads of each passage: its text, after its title when
     ``titles`` (a passage names its own subject in its title, often only there: without it, a
     question naming that subject would match only the other passages that mention it), and, when
     ``title_cased_too`` (the rule extractor, which finds names by their capitals), after the title
     again with every word capitalised where that differs (:func:`title_cased`: a question may
     capitalise "Lady For A Day", and the passage about it must carry that name, not only an
-    injected one that copies the question's spelling).
+    injected one that copies the question's spelling; code spans kept as written with ``code_spans``).
 
         >>> entity_texts([Passage("0", "Clement Gibson", "He was a rugby player."), Passage("1", "", "No title.")])
         ['Clement Gibson. He was a rugby player.', 'No title.']
@@ -112,16 +82,16 @@ def entity_texts(corpus: Sequence[Passage], titles: bool = True, title_cased_too
         raise TypeError(f"the entity_graph builder's titles must be true or false, got {titles!r}")
     if not titles:
         return [p.text for p in corpus]
-    return [f"{_titles_read(title, title_cased_too)} {p.text}" if (title := p.title.strip()) else p.text for p in corpus]
+    return [f"{_titles_read(title, title_cased_too, code_spans)} {p.text}" if (title := p.title.strip()) else p.text for p in corpus]
 
 
 def _sentence(text: str) -> str:
     return f"{text}{'' if text[-1] in '.!?' else '.'}"
 
 
-def _titles_read(title: str, title_cased_too: bool) -> str:
+def _titles_read(title: str, title_cased_too: bool, code_spans: bool) -> str:
     """A passage's title as the extractor reads it before its text: as written, then title-cased when asked and different."""
-    cased = title_cased(title) if title_cased_too else title
+    cased = title_cased(title, code_spans) if title_cased_too else title
     return _sentence(title) if cased == title else f"{_sentence(title)} {_sentence(cased)}"
 
 
@@ -163,7 +133,8 @@ def run_builders(
             edges[name] = builders.entity_comention(corpus, **kwargs)
         elif name == "entity_graph":
             rules = kwargs.get("extractor", "rules") == "rules"  # an LLM reads a name whatever its capitals
-            graph = entity_graph(entity_texts(corpus, kwargs.pop("titles", True), title_cased_too=rules), **kwargs)
+            code_spans = rules and bool((kwargs.get("extractor_args") or {}).get("code_spans", False))
+            graph = entity_graph(entity_texts(corpus, kwargs.pop("titles", True), title_cased_too=rules, code_spans=code_spans), **kwargs)
             edges[name], edges.entity_names, edges.unique_mentions = (graph.edge_index, graph.edge_weight), graph.names, graph.unique_mentions
             edges.records[name] = graph.record
         elif name == "adjacent":

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from isorag_pyg.graph.rule_extractor import RuleExtractor
-from isorag_pyg.graph.text import entity_key, fold_latin_accents, title_variants
+from isorag_pyg.graph.text import entity_key, fold_latin_accents, normalize_unicode, title_variants
 
 # words that open a question capitalised but name nothing ("Did Dara Quen ..." -> "Dara Quen");
 # not "Will" or "Can", which also open names
@@ -30,6 +30,11 @@ MAX_CONTAINING = 3
 #: misspelling: "Margaraviate" -> "Margraviate"), for keys of at least ``FUZZY_MIN_LENGTH`` letters.
 FUZZY_RATIO = 0.85
 FUZZY_MIN_LENGTH = 6
+
+
+def plain_identifier(word: str) -> str:
+    """An identifier as compared with a question's words: case-folded, leading dashes dropped."""
+    return normalize_unicode(word).casefold().lstrip("-")
 
 
 def _question_word_lowered(question: str) -> str:
@@ -90,15 +95,18 @@ class QueryEntityMatcher:
             if key := entity_key(name):
                 self.rows.setdefault(key, []).append(num_passages + i)
                 self.names[key] = name.casefold()
-        self._by_word: dict[str, set[str]] = {}  # a word -> the node keys whose names have it
+        self._by_word: dict[str, set[str]] = {}  # a word -> the prose node keys whose names have it
         for key, name in self.names.items():
-            for word in _WORD.findall(name):
+            for word in _WORD.findall(name) if not key.startswith("`") else ():
                 self._by_word.setdefault(word, set()).add(key)
         self.title_of = title_of
         for key, row in (unique_mentions or {}).items():  # folded: such an index also kept accents in these keys
             self.rows.setdefault(fold_latin_accents(key), []).append(row)
-        # node keys named in code spans ("`alpha`"): a question may write them as plain words
-        self.code_keys = {key for key, name in self.names.items() if name.startswith("`")}
+        # the identifiers of code nodes as a question may write them, as plain words ("`--max-k`": "max-k")
+        self.code_words: dict[str, list[str]] = {}
+        for key, name in self.names.items():
+            if key.startswith("`"):
+                self.code_words.setdefault(plain_identifier(name.strip("`")), []).append(name)
         self._by_shape: dict[tuple[int, str], list[str]] = {}  # (length, first letter) -> alphabetic keys
         for key in self.rows:
             if key.isalpha():
@@ -110,11 +118,14 @@ class QueryEntityMatcher:
         return [sorted({row for name in self.names_in(q) for row in self.rows_named(name)}) for q in questions]
 
     def names_in(self, question: str) -> list[str]:
-        """The names ``question`` writes: those its rules extractor finds, and its words that
-        name an identifier the documents write as code ("alpha" for a node "`alpha`")."""
+        """The names ``question`` writes: those its rules extractor finds, and the code nodes
+        whose identifiers it writes as words, spelled as written but for case and leading dashes
+        ("alpha" or "Alpha" for a node "`alpha`", "max-k" for "`--max-k`"; not "server" for
+        "`servers`", nor a question word or a single letter)."""
         names = names_in_question(question, self.extractor)
-        if self.code_keys:
-            names += [word for word in _IDENTIFIER.findall(question) if entity_key(word) in self.code_keys]
+        if self.code_words:
+            words = {plain_identifier(word) for word in _IDENTIFIER.findall(question)}
+            names += [name for word in words - _QUESTION_WORDS if len(word) > 1 for name in self.code_words.get(word, ())]
         return names
 
     def titled_rows(self, questions: Sequence[str]) -> list[set[int]]:

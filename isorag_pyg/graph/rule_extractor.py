@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from isorag_pyg.graph.builders import names_in_normalized
 from isorag_pyg.graph.extraction import Extraction
-from isorag_pyg.graph.text import normalize_unicode
+from isorag_pyg.graph.text import CODE_SPAN, has_letter, normalize_unicode
 
 log = logging.getLogger(__name__)
 
@@ -20,19 +20,6 @@ _DATE = re.compile(rf"\b(?:\d{{1,2}}\s+{_MONTH}\s+\d{{3,4}}|{_MONTH}\s+\d{{1,2}}
 # years and other numbers of at least two digits ("2007", "1,200"), whole or not at all ("3.5" is
 # skipped: too generic; nor "1990.5" or "1,2000" in part)
 _NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w,.]?\d)|(?<![\w.,])\d{2,}(?![\w,.]?\d)")
-#: A Markdown code span that names one identifier ("`alpha`", "`--max-k`", "`WANDB_MODE`"): single
-#: backticks around 2-60 characters without spaces, one a letter (TeX-style ``quotes'' are not one).
-CODE_SPAN = re.compile(r"(?<![`\w])`([^`\s]{2,60})`(?![`\w])")
-
-
-def has_letter(text: str) -> bool:
-    """``text`` holds a letter (a code span of digits and signs alone names no identifier)."""
-    return any(c.isalpha() for c in text)
-
-
-def has_code_span(text: str) -> bool:
-    """``text`` writes an identifier as a Markdown code span (:data:`CODE_SPAN`)."""
-    return any(has_letter(m[1]) for m in CODE_SPAN.finditer(text))
 
 
 class RuleExtractor:
@@ -40,7 +27,7 @@ class RuleExtractor:
     at name particles, leading function words and a closing possessive dropped, the owner of an
     inner possessive kept too, at least ``min_chars`` characters), dates and whole numbers of two
     digits or more (``numbers``), and, with ``code_spans`` (default: off; the automatic graph
-    turns it on for documentation), the identifiers of :data:`CODE_SPAN` code spans, kept with
+    turns it on for documentation), the identifiers of code spans (:data:`~isorag_pyg.graph.text.CODE_SPAN`), kept with
     their backticks ("`alpha`"). Extracts no triples."""
 
     name = "rules"

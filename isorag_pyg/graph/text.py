@@ -1,5 +1,6 @@
 """The one Unicode normalisation of passage text and entity strings, shared by every extractor,
-and the entity keys built on it, so that a name reads alike wherever it was written."""
+and the entity keys built on it, so that a name reads alike wherever it was written; identifiers
+written as Markdown code spans; titles as the rule extractor reads them."""
 from __future__ import annotations
 
 import re
@@ -59,11 +60,67 @@ def fold_latin_accents(text: str) -> str:
     return unicodedata.normalize("NFC", "".join(kept)).translate(_STROKED)
 
 
+#: A Markdown code span that names one identifier ("`alpha`", "`--max-k`", "`WANDB_MODE`"): single
+#: backticks around 2-60 characters without spaces (TeX-style ``quotes'' are not one).
+CODE_SPAN = re.compile(r"(?<![`\w])`([^`\s]{2,60})`(?![`\w])")
+
+
+def has_letter(text: str) -> bool:
+    """``text`` holds a letter (a code span of digits and signs alone names no identifier)."""
+    return any(c.isalpha() for c in text)
+
+
+def has_code_span(text: str) -> bool:
+    """``text`` writes an identifier as a Markdown code span (:data:`CODE_SPAN`, with a letter)."""
+    return any(has_letter(m[1]) for m in CODE_SPAN.finditer(text))
+
+
+def title_cased(title: str, code_spans: bool = False) -> str:
+    """``title`` (normalised as passage text is) with the first letter of every word capitalised,
+    the rest as written, so that the rule extractor reads the name whole, as it reads a question
+    that capitalises it ("Storm over Wyoming" is one name, not "Storm" and "Wyoming"), and a
+    disambiguator as the question writes it ("Lola (1981 Film)": the article names "film" too,
+    as every article titled "(film)" then does, a hub the question's entity seed splits by
+    cosine). Georgian letters stay as they are: the script is read without capitals; and so,
+    with ``code_spans`` (the extractor reads them), do the identifiers of code spans
+    (:data:`CODE_SPAN`): an identifier is written one way.
+
+        >>> title_cased("Storm over Wyoming (film)")
+        'Storm Over Wyoming (Film)'
+        >>> title_cased("rock 'n' roll, jean-luc, ﬁlm")
+        "Rock 'n' Roll, Jean-Luc, Film"
+        >>> title_cased("the `blank_titles.py` script", code_spans=True), title_cased("the `blank_titles.py` script")
+        ('The `blank_titles.py` Script', 'The `Blank_titles.Py` Script')
+    """
+    text, cased, start = normalize_unicode(title), [], 0
+    for span in [*(CODE_SPAN.finditer(text) if code_spans else ()), None]:
+        end = span.start() if span else len(text)
+        cased.append(_WORD_START.sub(lambda m: m[1] if "\u10a0" <= m[1] <= "\u10ff" else m[1].upper(), text[start:end]))
+        if span:
+            cased.append(span.group())
+            start = span.end()
+    return "".join(cased)
+
+
+#: The first letter of a word (after a space, punctuation other than an apostrophe, or the start).
+_WORD_START = regex.compile(r"(?<![\w\p{M}'’])(\w)")
+
+
+
+
 def normalize_entity(name: str) -> str:
     """The key under which entity strings merge: normalised (:func:`~isorag_pyg.graph.text.normalize_unicode`), casefolded, Latin
     accents dropped (a question may spell "Tekeze River" where the passage spells "Tekezé"),
     punctuation dropped, a leading "the" dropped, simple plurals made singular ("The Beatles'"
-    and "beatles" -> "beatle"); empty when nothing is left."""
+    and "beatles" -> "beatle"); empty when nothing is left. An identifier written as code keeps
+    a leading backtick, so that it never merges with a name in prose ("`alpha`" -> "`alpha",
+    "Alpha" -> "alpha").
+
+    >>> normalize_entity("`vouch_share`"), normalize_entity("The Beatles'")
+    ('`vouch share', 'beatle')
+    """
+    if CODE_SPAN.fullmatch(stripped := name.strip()):
+        return f"`{inner}" if (inner := normalize_entity(stripped[1:-1])) else ""
     words = _NON_WORD.sub(" ", fold_latin_accents(normalize_unicode(name).casefold())).replace("_", " ").split()
     if len(words) > 1 and words[0] == "the":
         words = words[1:]

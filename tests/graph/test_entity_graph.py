@@ -50,10 +50,13 @@ def test_rule_extractor_reads_a_markdown_code_span_as_one_identifier_when_told_t
     # TeX-style quotes, a span with spaces, an unclosed backtick: no identifier
     assert not [e for e in extractor.extract_one("the ``Faded ''(2015)`` single, `isorag index docs/`, `alpha") if e.startswith("`")]
     assert "`alpha`" not in RuleExtractor().extract_one("Set `alpha`.")  # off by default
-    texts = ["The `alpha` knob.", "Raise `alpha` for longer walks.", "They met Alpha in Kostrov."]
+    texts = ["The `alpha` knob.", "Raise `alpha` for longer walks.", "They met Alpha in Kostrov.", "Alpha left Kostrov."]
     graph = entity_graph(texts, extractor_args={"code_spans": True})
-    assert graph.names == ["`alpha`"] and graph.mentions[0].tolist() == [0, 1, 2]  # one node, the prose name merged into it
-    assert entity_graph(texts).names == []  # the prose name alone: one passage
+    # the identifier and the name in prose are two entities, however many passages write each
+    assert sorted(graph.names) == ["`alpha`", "alpha", "kostrov"]
+    assert sorted(graph.mentions[0][graph.mentions[1] == 4 + graph.names.index("`alpha`")].tolist()) == [0, 1]
+    assert entity_graph(texts).names == ["alpha", "kostrov"]  # off: the prose name alone
+    assert normalize_entity("`Alpha`") == "`alpha" != normalize_entity("Alpha") and normalize_entity("``") == normalize_entity("`-`") == ""
 
 
 def test_rule_extractor_reads_any_script_normal_forms_possessives_and_whole_numbers():

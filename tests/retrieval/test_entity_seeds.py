@@ -32,12 +32,17 @@ def test_query_entities_match_entity_nodes_after_the_same_normalisation():
     assert will(["Will Smith sang in 1950?"]) == [[3]]  # "Will" and "Can" also open names: kept
 
 def test_a_question_names_an_identifier_the_documents_write_as_code_by_its_plain_word():
-    matcher = QueryEntityMatcher(["`alpha`", "`--max-k`", "`vouch_share`", "Paris"], num_passages=5)
-    assert matcher.code_keys == {"alpha", "maxk", "vouchshare"}
+    matcher = QueryEntityMatcher(["`alpha`", "`--max-k`", "`vouch_share`", "Paris", "`--servers`", "`-k`", "`does`"], num_passages=5)
+    assert set(matcher.code_words) == {"alpha", "max-k", "vouch_share", "servers", "k", "does"}
     found = matcher(["What is the default alpha?", "Which max-k does the server take?", "What does --max-k do?",
-                     "What is vouch_share for?", "Is `alpha` a knob?", "Is paris in France?", "What is alphabet soup?"])
-    assert found == [[5], [6], [6], [7], [5], [], []]  # a lowercase word names code, never a prose name
+                     "What is vouch_share for?", "Is `alpha` a knob?", "Is Alpha a knob?", "Is paris in France?",
+                     "What is alphabet soup?", "What is k?"])
+    # the identifier as written but for case and leading dashes: never a prose name, another word
+    # form ("server" for "servers"), a question word ("does") or a single letter ("k" for "-k")
+    assert found == [[5], [6], [6], [7], [5], [5], [], [], []]
     assert QueryEntityMatcher(["Alpha"], num_passages=1)(["the default alpha?"]) == [[]]
+    both = QueryEntityMatcher(["`paris`", "Paris"], num_passages=1)  # two nodes: the code one and the name
+    assert both(["Is Paris in France?"]) == [[1, 2]] and both(["What does the paris flag do?"]) == [[1]]
 
 
 def test_questions_are_cut_by_the_rules_the_entity_graph_was_built_with():
