@@ -60,8 +60,6 @@ def clean_undirected_edge_count(edges: Mapping[str, BuilderEdges], num_nodes: in
     return ei.size(1) // 2
 
 
-
-
 def entity_texts(corpus: Sequence[Passage], titles: bool = True, title_cased_too: bool = True, code_spans: bool = False) -> list[str]:
     """What the entity graph's extractor reads of each passage: its text, after its title when
     ``titles`` (a passage names its own subject in its title, often only there: without it, a

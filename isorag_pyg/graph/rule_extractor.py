@@ -27,8 +27,9 @@ class RuleExtractor:
     at name particles, leading function words and a closing possessive dropped, the owner of an
     inner possessive kept too, at least ``min_chars`` characters), dates and whole numbers of two
     digits or more (``numbers``), and, with ``code_spans`` (default: off; the automatic graph
-    turns it on for documentation), the identifiers of code spans (:data:`~isorag_pyg.graph.text.CODE_SPAN`), kept with
-    their backticks ("`alpha`"). Extracts no triples."""
+    turns it on for documentation), the identifiers of code spans
+    (:data:`~isorag_pyg.graph.text.CODE_SPAN`), kept with their backticks ("`alpha`"). Extracts
+    no triples."""
 
     name = "rules"
 
