@@ -112,19 +112,17 @@ def main() -> None:
         passages = ISORAGIndex.read_corpus(docs_without_answers(args.docs, Path(tmp)))
         index = ISORAGIndex.build(passages, f_theta=None, phi=PhiSpec(p=0), progress=False)
         build_s = time.perf_counter() - start
-        spec = {name: dict(args) for name, args in index.graph_spec.items()}
+        rows = [(name, index, name) for name in RETRIEVERS]  # (row, index, retriever)
+        spec = {name: dict(kwargs) for name, kwargs in index.graph_spec.items()}
         if "entity_graph" in spec:  # the same graph, its extractor blind to code spans
             spec["entity_graph"]["extractor_args"] = {**spec["entity_graph"].get("extractor_args", {}), "code_spans": False}
-            no_code = ISORAGIndex.build(passages, graph=spec, f_theta=None, phi=PhiSpec(p=0), progress=False)
+            rows.append((NO_CODE, ISORAGIndex.build(passages, graph=spec, f_theta=None, phi=PhiSpec(p=0), progress=False), "iso"))
     golds = [gold_ids(index, doc, needle) for _, doc, needle, _ in questions]
     texts = [q for q, _, _, _ in questions]
     results: dict[str, Any] = {}
-    for name in RETRIEVERS:
-        hits = index.retrieve(texts, k=min(args.k, len(index.passages)), retriever=name)
-        results[name] = summary([first_rank([h.id for h in found], gold) for found, gold in zip(hits, golds)])
-    if "entity_graph" in spec:
-        hits = no_code.retrieve(texts, k=min(args.k, len(index.passages)), retriever="iso")
-        results[NO_CODE] = summary([first_rank([h.id for h in found], gold) for found, gold in zip(hits, golds)])
+    for row, built, retriever in rows:
+        hits = built.retrieve(texts, k=min(args.k, len(index.passages)), retriever=retriever)
+        results[row] = summary([first_rank([h.id for h in found], gold) for found, gold in zip(hits, golds)])
     print(f"{len(index.passages)} passages, {len(questions)} questions; first gold passage's rank (-: beyond {args.k})")
     print(f"{'retriever':12s} {'top 5':>6s} {'top 10':>7s} {'MRR':>6s}  ranks")
     for name, row in results.items():

@@ -96,17 +96,17 @@ class QueryEntityMatcher:
                 self.rows.setdefault(key, []).append(num_passages + i)
                 self.names[key] = name.casefold()
         self._by_word: dict[str, set[str]] = {}  # a word -> the prose node keys whose names have it
-        for key, name in self.names.items():
-            for word in _WORD.findall(name) if not key.startswith("`") else ():
-                self._by_word.setdefault(word, set()).add(key)
-        self.title_of = title_of
-        for key, row in (unique_mentions or {}).items():  # folded: such an index also kept accents in these keys
-            self.rows.setdefault(fold_latin_accents(key), []).append(row)
         # the identifiers of code nodes as a question may write them, as plain words ("`--max-k`": "max-k")
         self.code_words: dict[str, list[str]] = {}
         for key, name in self.names.items():
             if key.startswith("`"):
                 self.code_words.setdefault(plain_identifier(name.strip("`")), []).append(name)
+                continue
+            for word in _WORD.findall(name):
+                self._by_word.setdefault(word, set()).add(key)
+        self.title_of = title_of
+        for key, row in (unique_mentions or {}).items():  # folded: such an index also kept accents in these keys
+            self.rows.setdefault(fold_latin_accents(key), []).append(row)
         self._by_shape: dict[tuple[int, str], list[str]] = {}  # (length, first letter) -> alphabetic keys
         for key in self.rows:
             if key.isalpha():

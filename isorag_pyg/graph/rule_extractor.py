@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from isorag_pyg.graph.builders import names_in_normalized
 from isorag_pyg.graph.extraction import Extraction
-from isorag_pyg.graph.text import CODE_SPAN, has_letter, normalize_unicode
+from isorag_pyg.graph.text import code_identifiers, normalize_unicode
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ class RuleExtractor:
     inner possessive kept too, at least ``min_chars`` characters), dates and whole numbers of two
     digits or more (``numbers``), and, with ``code_spans`` (default: off; the automatic graph
     turns it on for documentation), the identifiers of code spans
-    (:data:`~isorag_pyg.graph.text.CODE_SPAN`), kept with their backticks ("`alpha`"). Extracts
+    (:func:`~isorag_pyg.graph.text.code_identifiers`), kept with their backticks ("`alpha`"). Extracts
     no triples."""
 
     name = "rules"
@@ -47,7 +47,7 @@ class RuleExtractor:
             found.update(m.group().casefold() for m in _DATE.finditer(text))
             found.update(m.group() for m in _NUMBER.finditer(text))
         if self.code_spans:
-            found.update(f"`{m[1]}`" for m in CODE_SPAN.finditer(text) if has_letter(m[1]))
+            found.update(f"`{identifier}`" for identifier in code_identifiers(text))
         return sorted(found)
 
     def extract(self, texts: Sequence[str]) -> Extraction:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 
 import regex
 
@@ -65,14 +66,15 @@ def fold_latin_accents(text: str) -> str:
 CODE_SPAN = re.compile(r"(?<![`\w])`([^`\s]{2,60})`(?![`\w])")
 
 
-def has_letter(text: str) -> bool:
-    """``text`` holds a letter (a code span of digits and signs alone names no identifier)."""
-    return any(c.isalpha() for c in text)
+def code_identifiers(text: str) -> Iterator[str]:
+    """The identifiers ``text`` writes as Markdown code spans (:data:`CODE_SPAN`), in order, each
+    with a letter (a span of digits and signs alone names no identifier)."""
+    return (m[1] for m in CODE_SPAN.finditer(text) if any(c.isalpha() for c in m[1]))
 
 
 def has_code_span(text: str) -> bool:
-    """``text`` writes an identifier as a Markdown code span (:data:`CODE_SPAN`, with a letter)."""
-    return any(has_letter(m[1]) for m in CODE_SPAN.finditer(text))
+    """``text`` writes an identifier as a Markdown code span (:func:`code_identifiers`)."""
+    return next(code_identifiers(text), None) is not None
 
 
 def title_cased(title: str, code_spans: bool = False) -> str:
