@@ -18,8 +18,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-#: φ ablations: the real values, all equal (nothing pruned), real values permuted over the
-#: nodes, uniform random values.
+#: φ ablations: the real values, all equal (nothing pruned), real values permuted over the nodes, uniform random values.
 PHI_MODES = ("real", "uniform", "shuffled", "random")
 
 
@@ -55,9 +54,8 @@ def _field_types(cls: type) -> dict[str, Any]:
 
 
 class Knobs:
-    """Shared behaviour of the knob dataclasses: type checks (a knob of the wrong type is a
-    ``TypeError`` that names it), then each class's own :meth:`validate`; a validated copy with
-    changes; plain dicts."""
+    """Shared behaviour of the knob dataclasses: type checks (a knob of the wrong type is a ``TypeError`` that names it),
+    then each class's own :meth:`validate`; a validated copy with changes; plain dicts."""
 
     def __post_init__(self) -> None:
         types_ = _field_types(type(self))
@@ -176,6 +174,8 @@ class ISOKnobs(Knobs):
             not the mentions of it, so at ``1`` naming popular titles draws their mass. Chosen on training questions (poisoning).
         near_duplicate_cosine: a passage whose cosine with a better-ranked one of the top k reaches it goes after the rest of the best
             candidates: copies take one slot (above 1, e.g. 2: off). Chosen on training questions (poisoning: lowest with no clean cost).
+        lexical_weight: a hybrid with BM25: the walk's ``L`` best and BM25's ranked by ``minmax(fused score) + lexical_weight *
+            minmax(BM25)`` (``0``: off). Documentation that writes code stores 1 (:data:`~isorag_pyg.graph.auto.CODE_SPAN_KNOBS`).
     """
 
     num_seeds: int = 5
@@ -203,13 +203,14 @@ class ISOKnobs(Knobs):
     entity_gate: float = 10.0
     backlink_weight: float = 0.05
     near_duplicate_cosine: float = 0.85
+    lexical_weight: float = 0.0
 
     def validate(self) -> None:
         if not self.near_duplicate_cosine >= -1.0:
             raise ValueError(f"near_duplicate_cosine must be a number >= -1 (above 1: off), got {self.near_duplicate_cosine}")
         if not 0.0 <= self.backlink_weight <= 1.0:
             raise ValueError(f"backlink_weight must lie in [0, 1], got {self.backlink_weight}")
-        for name, top, shown in [("entity_focus", math.inf, "be a finite number >= 0"), ("entity_gate", math.inf, "be a finite number >= 0"),
+        for name, top, shown in [*((name, math.inf, "be a finite number >= 0") for name in ("entity_focus", "entity_gate", "lexical_weight")),
                                  *((name, 1.0, "lie in [0, 1)") for name in ("entity_seeds", "bridge_share", "vouch_share"))]:
             if not 0.0 <= getattr(self, name) < top:
                 raise ValueError(f"{name} must {shown}, got {getattr(self, name)}")
@@ -230,10 +231,9 @@ class PPRKnobs(Knobs):
     """Global personalized PageRank's knobs (:class:`~isorag_pyg.retrieval.GlobalPPRRetriever`),
     also the defaults of :func:`~isorag_pyg.utils.ppr.personalized_pagerank`.
 
-    Seeds and teleport as in :class:`ISOKnobs`; the default ranks by PPR alone
-    (``lambda_dense = 0``, ties broken by the dense score). ``alpha`` is 0.5, not ISO-RAG's
-    0.85: on the whole corpus graph a shorter walk stays nearer the seeds (tuned on the
-    training questions, as ISO-RAG's). ``alpha`` follows an edge (PyG's ``get_ppr``: ``1 - alpha``).
+    Seeds and teleport as in :class:`ISOKnobs`; the default ranks by PPR alone (``lambda_dense = 0``, ties broken by the
+    dense score). ``alpha`` is 0.5, not ISO-RAG's 0.85: on the whole corpus graph a shorter walk stays nearer the seeds
+    (tuned on the training questions, as ISO-RAG's). ``alpha`` follows an edge (PyG's ``get_ppr``: ``1 - alpha``).
     """
 
     num_seeds: int = 5

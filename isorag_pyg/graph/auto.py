@@ -85,15 +85,30 @@ ENTITY_GRAPH_KNOBS: dict[str, dict[str, Any]] = {
 TITLE_MENTION_KNOBS: dict[str, dict[str, Any]] = {"iso": {"bridge_share": 0.04}}
 
 
+#: ... and when its entity graph reads code spans (documentation that writes code): ISO-RAG's
+#: ranking is a hybrid with BM25 (``lexical_weight``), whose exact words find the rows that name
+#: identifiers the default encoder reads as noise. Chosen on training questions about the
+#: project's own docs (the project's benchmark docs). Prose corpora keep it off: BM25 is the
+#: retriever an attacker's words steer most (the poisoning benchmark).
+CODE_SPAN_KNOBS: dict[str, dict[str, Any]] = {"iso": {"lexical_weight": 1.0}}
+
+
+def reads_code_spans(spec: Mapping[str, Any]) -> bool:
+    """Whether graph ``spec``'s entity graph reads Markdown code spans as identifiers."""
+    builder = spec.get("entity_graph")
+    return isinstance(builder, Mapping) and bool((builder.get("extractor_args") or {}).get("code_spans", False))
+
+
 def graph_knobs(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The retriever knobs an index with graph ``spec`` starts with (:data:`ENTITY_GRAPH_KNOBS`
-    when it has an entity graph, :data:`TITLE_MENTION_KNOBS` when it has title mentions; else
-    none: the retrievers' defaults)."""
+    when it has an entity graph, :data:`TITLE_MENTION_KNOBS` when it has title mentions,
+    :data:`CODE_SPAN_KNOBS` when its entity graph reads code spans; else none: the retrievers'
+    defaults)."""
     knobs: dict[str, dict[str, Any]] = {}
-    for builder, stored in (("entity_graph", ENTITY_GRAPH_KNOBS), ("title_mention", TITLE_MENTION_KNOBS)):
-        if builder in spec:
-            for name, values in stored.items():
-                knobs[name] = {**knobs.get(name, {}), **values}
+    chosen = [stored for builder, stored in (("entity_graph", ENTITY_GRAPH_KNOBS), ("title_mention", TITLE_MENTION_KNOBS)) if builder in spec]
+    for stored in chosen + ([CODE_SPAN_KNOBS] if reads_code_spans(spec) else []):
+        for name, values in stored.items():
+            knobs[name] = {**knobs.get(name, {}), **values}
     return knobs
 
 

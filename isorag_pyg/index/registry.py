@@ -49,6 +49,8 @@ class RetrieverSource(Protocol):
 
     def log_phi_for(self, spec: PhiSpec) -> Tensor: ...
 
+    def retriever(self, name: str, device: str | torch.device = "auto", **knobs: Any) -> Retriever: ...
+
 
 Make = Callable[[RetrieverSource, Any, Mapping[str, float], "str | torch.device"], Retriever]
 
@@ -68,8 +70,9 @@ def _entity_matcher(source: RetrieverSource, unique_mentions: bool = True, with_
 def _iso(source: RetrieverSource, knobs: ISOKnobs, phi_changes: Mapping[str, float], device: str | torch.device) -> Retriever:
     log_phi = source.log_phi_for(source.phi.replace(**phi_changes)) if phi_changes else source.log_phi
     matcher = _entity_matcher(source, knobs.unique_mention_seeds, knobs.unique_mentions_vouched or knobs.vouch_share > 0) if knobs.entity_seeds > 0 else None
+    lexical = source.retriever("bm25") if knobs.lexical_weight > 0 else None  # built once per index (cached)
     return ISORetriever(source.retrieval_graph(device), log_phi, knobs, ann=source.ann, entity_matcher=matcher, bridging=source.bridging,
-                        quarantined=source.quarantine_mask)
+                        quarantined=source.quarantine_mask, lexical=lexical)
 
 
 def _hipporag(source: RetrieverSource, knobs: HippoRAGKnobs, _: Mapping[str, float], device: str | torch.device) -> Retriever:

@@ -70,7 +70,7 @@ def explained(trace: dict[str, Any], passages: Sequence[Passage], question: str,
     """An ISO-RAG trace (graph rows) with nodes by id (:func:`node_records`: an entity graph's
     entity nodes as ``entity:<name>``) and every candidate's title (``titles``); with
     ``png_path``, the case-study picture of the question's local graph is drawn there."""
-    named = nodes_by_row(passages, entity_names, trace["candidates"])
+    named = nodes_by_row(passages, entity_names, trace["candidates"] + [r for r, _ in trace["top"]])  # a hybrid's top may hold others
     titles = {r: title for r, (_, title, _) in named.items()}
     if png_path is not None:
         from isorag_pyg.retrieval.trace_plot import plot_case_study  # matplotlib: only to draw

@@ -14,10 +14,11 @@ from isorag_pyg.retrieval.candidates import DenseCandidates, candidate_chunk, ch
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
 from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
 from isorag_pyg.retrieval.scoring import score_local_graphs, segment_topk
-from isorag_pyg.retrieval.types import Queries, RetrievalResult, check_k, retrieve_in_chunks
+from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever, check_k, retrieve_in_chunks
 from isorag_pyg.utils.bridging import bridge_mask
 from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_mask
 from isorag_pyg.utils.near_duplicates import near_duplicates_last
+from isorag_pyg.utils.rank_fusion import minmax_union
 
 #: With ``near_duplicate_cosine``, the near-duplicates of the best ``NEAR_DUPLICATE_WINDOW * k``
 #: candidates make way for the next of them.
@@ -93,7 +94,7 @@ class ISORetriever:
 
     def __init__(self, graph: RetrievalGraph, log_phi: Tensor, knobs: ISOKnobs = ISOKnobs(), ann: ANNIndex | None = None,
                  entity_matcher: Callable[[Sequence[str]], list[list[int]]] | None = None, bridging: Tensor | None = None,
-                 quarantined: Tensor | None = None, **changes: Any):
+                 quarantined: Tensor | None = None, lexical: Retriever | None = None, **changes: Any):
         self.knobs = knobs = knobs.replace(**changes)
         self.graph = graph
         if log_phi.numel() != graph.num_nodes:
@@ -128,6 +129,9 @@ class ISORetriever:
         check_ann_index(ann, graph)
         self.ann = ann
         self.entity_matcher = entity_matcher if knobs.entity_seeds > 0 and graph.num_passages < graph.num_nodes else None
+        if knobs.lexical_weight > 0 and lexical is None:
+            raise ValueError("lexical_weight > 0 needs the lexical retriever (BM25) it fuses")
+        self.lexical = lexical if knobs.lexical_weight > 0 else None
 
     def sizes(self, k: int) -> tuple[int, int, int]:
         """(k, pool size L, seeds m), clipped to the corpus."""
@@ -180,7 +184,27 @@ class ISORetriever:
     @torch.inference_mode()
     def retrieve(self, queries: Queries, k: int, trace: bool = False) -> RetrievalResult:
         chunk = candidate_chunk(self.graph, self.ann, self.knobs.query_chunk)
-        return retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, k, trace))
+        if self.lexical is None:
+            return retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, k, trace))
+        k, depth, _ = self.sizes(k)
+        walked = retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, depth, trace))
+        return self.with_lexical(queries, walked, k)
+
+    def with_lexical(self, queries: Queries, walked: RetrievalResult, k: int) -> RetrievalResult:
+        """The hybrid ranking (``lexical_weight``): the top ``k`` of the union of ``walked`` (the walk's
+        ``L`` best) and the lexical retriever's ``L`` best (a score of 0, no word in common, is no entry),
+        by ``minmax(walked) + lexical_weight * minmax(lexical)``, near-duplicates after the rest as in
+        :meth:`top`; a trace's ``top`` is this ranking."""
+        lexical = self.lexical.retrieve(queries, walked.indices.size(1))
+        matched = torch.where(lexical.scores > 0, lexical.indices, -1)
+        node, score, batch, ptr = minmax_union((walked.indices, walked.scores), (matched, lexical.scores), self.knobs.lexical_weight,
+                                               self.graph.num_passages)
+        positions, scores = self.top(score, batch, ptr, node, k)
+        rows = node[positions]
+        if walked.traces is not None:
+            for trace, top, value in zip(walked.traces, rows.tolist(), scores.tolist()):
+                trace["top"] = list(zip(top, value))
+        return RetrievalResult(rows, scores, walked.stats, walked.traces)
 
     def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
         k, pool, m = self.sizes(k)
@@ -213,7 +237,7 @@ class ISORetriever:
             "removed_edges": float(keep.numel() - int(keep.sum())),
             "ppr_iterations_max": float(scored.iterations),
         }
-        traces = self._traces(local, keep, scored.pi, positions, top_scores) if trace else None
+        traces = local.traces(keep, scored.pi, positions, top_scores) if trace else None
         return RetrievalResult(local.node[positions].cpu(), top_scores.cpu(), stats, traces)
 
     def walk_left_out(self, node: Tensor, edge_index: Tensor, edge: Tensor, seed_pos: Tensor) -> Tensor:
@@ -274,23 +298,3 @@ class ISORetriever:
     def follows_backlinks(self) -> bool:
         """Whether the walk follows some edges, the graph's backlinks, with less than their whole share."""
         return self.graph.edge_backlink is not None and self.knobs.backlink_weight != 1.0
-
-    def _traces(self, local: LocalGraphBatch, keep: Tensor, pi: Tensor, positions: Tensor, scores: Tensor) -> list[dict[str, Any]]:
-        node = local.node.tolist()
-        src, dst = local.edge_index
-        once = src < dst  # each undirected edge once
-        traces = []
-        for q in range(local.ptr.numel() - 1):
-            lo, hi = int(local.ptr[q]), int(local.ptr[q + 1])
-            in_q = once & (src >= lo) & (src < hi)
-            edges = {flag: [(node[u], node[v]) for u, v in local.edge_index[:, in_q & (keep == flag)].t().tolist()] for flag in (True, False)}
-            traces.append({
-                "seeds": local.seeds[q].tolist(),
-                "entity_seeds": local.node[local.entity_pos[local.batch[local.entity_pos] == q]].tolist(),
-                "candidates": node[lo:hi],
-                "kept_edges": edges[True],
-                "pruned_edges": edges[False],
-                "ppr": {node[i]: float(pi[i]) for i in range(lo, hi)},
-                "top": list(zip(local.node[positions[q]].tolist(), scores[q].tolist())),
-            })
-        return traces

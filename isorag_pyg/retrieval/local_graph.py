@@ -3,6 +3,7 @@ block-diagonal batch (node ``i`` belongs to query ``batch[i]``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -23,6 +24,29 @@ class LocalGraphBatch:
     seed_pos: Tensor  # [Q, m] local positions of each query's seeds
     seeds: Tensor  # [Q, m] corpus rows of the seeds, best first
     entity_pos: Tensor  # [S] local positions of the query-matched entity seeds (empty: none)
+
+    def traces(self, keep: Tensor, pi: Tensor, positions: Tensor, scores: Tensor) -> list[dict[str, Any]]:
+        """Per query, its local graph as ``explain`` shows it: seeds, entity seeds, candidates,
+        kept and pruned edges (``keep`` over the local edges), PPR mass ``pi`` and the ranking
+        (local ``positions``, ``scores``)."""
+        node = self.node.tolist()
+        src, dst = self.edge_index
+        once = src < dst  # each undirected edge once
+        traces = []
+        for q in range(self.ptr.numel() - 1):
+            lo, hi = int(self.ptr[q]), int(self.ptr[q + 1])
+            in_q = once & (src >= lo) & (src < hi)
+            edges = {flag: [(node[u], node[v]) for u, v in self.edge_index[:, in_q & (keep == flag)].t().tolist()] for flag in (True, False)}
+            traces.append({
+                "seeds": self.seeds[q].tolist(),
+                "entity_seeds": self.node[self.entity_pos[self.batch[self.entity_pos] == q]].tolist(),
+                "candidates": node[lo:hi],
+                "kept_edges": edges[True],
+                "pruned_edges": edges[False],
+                "ppr": {node[i]: float(pi[i]) for i in range(lo, hi)},
+                "top": list(zip(self.node[positions[q]].tolist(), scores[q].tolist())),
+            })
+        return traces
 
 
 def cap_per_query(query: Tensor, score: Tensor, cap: int, num_queries: int) -> Tensor:

@@ -10,7 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.docs_questions import NO_CODE, OWN_PAGE, QUESTIONS, RECORD_START, RETRIEVERS, docs_without_answers, first_rank, summary
+from benchmarks.docs_questions import (
+    NO_CODE,
+    NO_LEXICAL,
+    OWN_PAGE,
+    QUESTIONS,
+    RECORD_START,
+    RETRIEVERS,
+    TRAIN_QUESTIONS,
+    docs_without_answers,
+    first_rank,
+    summary,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,6 +42,12 @@ def test_the_indexed_copy_leaves_out_the_ask_record_and_the_benchmarks_own_page(
         docs_without_answers(docs, tmp_path / "again")
 
 
+def test_training_questions_are_other_questions_than_the_reported_ones():
+    asked = {q for q, _, _, _ in QUESTIONS}
+    assert TRAIN_QUESTIONS and not asked & {q for q, _, _, _ in TRAIN_QUESTIONS}
+    assert not {(f, n) for _, f, n, _ in QUESTIONS} & {(f, n) for _, f, n, _ in TRAIN_QUESTIONS}  # nor about the same rows
+
+
 def test_ranks_and_their_summary():
     assert first_rank(["a", "b", "c"], {"c", "b"}) == 2 and first_rank(["a"], {"z"}) is None
     assert summary([1, 6, None, 12]) == {"top5": 1, "top10": 2, "mrr": pytest.approx((1 + 1 / 6 + 1 / 12) / 4), "ranks": [1, 6, None, 12]}
@@ -44,12 +61,14 @@ def test_the_benchmark_ranks_every_question_on_this_repositorys_docs(tmp_path):
     # every question's needle is still in the docs (the script fails otherwise) and each names its gold passages
     assert [q["question"] for q in result["questions"]] == [q for q, _, _, _ in QUESTIONS]
     assert all(q["gold"] and all(g.startswith(q["file"] + "#") for g in q["gold"]) for q in result["questions"])
-    # the docs write code: the automatic graph reads it, and the ablation without it runs
+    # the docs write code: the automatic graph reads it, ISO-RAG's ranking is a hybrid with BM25, and both ablations run
     assert result["graph"]["entity_graph"]["extractor_args"]["code_spans"] is True
-    assert set(result["retrievers"]) == {*RETRIEVERS, NO_CODE}
+    assert result["knobs"]["iso"]["lexical_weight"] > 0
+    assert set(result["retrievers"]) == {*RETRIEVERS, NO_LEXICAL, NO_CODE}
     for name, row in result["retrievers"].items():
         assert len(row["ranks"]) == len(QUESTIONS)
-        assert row == summary(row["ranks"]) | {"mrr": pytest.approx(row["mrr"])}
-        assert f"{name:12s} {row['top5']:>6d}" in done.stdout
+        assert row == summary(row["ranks"]) | {"mrr": pytest.approx(row["mrr"]), "top5_asked": row["top5_asked"]}
+        assert 0 <= row["top5_asked"] <= len(QUESTIONS)
+        assert f"{name:15s} {row['top5_asked']:>6d} {row['top5']:>6d}" in done.stdout
     # the questions are answerable from the docs: the best retriever finds most of them
     assert max(row["top10"] for row in result["retrievers"].values()) >= len(QUESTIONS) // 2

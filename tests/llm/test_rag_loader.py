@@ -134,3 +134,19 @@ def test_loader_vouches_for_unique_mentions_as_the_index_does():
         tops[vouched] = [hit.id for hit in index.retrieve([question], k=3, **knobs)[0]]
         assert [index.passages[i].id for i in ranked_rows(loader.query(question)).tolist()] == tops[vouched]
     assert "injected" in tops[False] and "injected" not in tops[True]
+
+
+def test_a_hybrid_index_gives_the_loader_the_walk_alone_and_says_so(caplog):
+    texts = ["| knob | default |\n|---|---|\n| `alpha` | 0.85 |", "Raise `alpha` for longer walks.",
+             "The server takes `--max-k` and `--read-timeout`.", "Set `--max-k` to 100 for larger answers.", "Plain prose, no code."]
+    index = ISORAGIndex.build([{"title": "Docs", "text": t} for t in texts], f_theta=None, phi=PhiSpec(p=0.0), progress=False)
+    assert index.knobs["iso"]["lexical_weight"] > 0  # documentation that writes code: the index ranks by a hybrid with BM25
+    with caplog.at_level("WARNING", logger="isorag_pyg.llm"):
+        feature_store, graph_store, subgraph_filter = rag_components(index, k=3)
+    assert "hybrid with BM25" in caplog.text and feature_store.retriever.knobs.lexical_weight == 0
+    question = "How long may a request take to arrive?"
+    data = RAGQueryLoader((feature_store, graph_store), subgraph_filter=subgraph_filter).query(question)
+    walk = index.retrieve([question], k=3, lexical_weight=0.0)[0]
+    assert [index.passages[i].id for i in ranked_rows(data).tolist()] == [hit.id for hit in walk]
+    with pytest.raises(ValueError, match="lexical_weight: the loader ranks"):
+        rag_components(index, k=3, lexical_weight=1.0)
