@@ -18,8 +18,8 @@ Markdown code spans, :data:`NO_CODE`, and without the hybrid with BM25, :data:`N
 rank of the first gold passage (beyond ``--k``: missed), how many questions find one in the top
 5 and top 10 of that ranking and in the 5 passages asked for with ``k = 5`` (ISO-RAG's pool,
 hence its ranking, grows with ``k``), and the mean reciprocal rank. ``--split train`` asks :data:`TRAIN_QUESTIONS`
-instead, what ``lexical_weight`` was chosen on. Writes benchmarks/results/docs_questions.json
-(``docs_questions_train.json``).
+instead, what ``lexical_weight`` was chosen on (``--lexical-weights 0 0.25 ...``: a row per weight). Writes
+benchmarks/results/docs_questions.json (``docs_questions_train.json``).
 """
 from __future__ import annotations
 
@@ -134,10 +134,14 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=100, help="ranks beyond this count as missed")
     parser.add_argument("--split", choices=("test", "train"), default="test", help="QUESTIONS (test) or TRAIN_QUESTIONS (train)")
     parser.add_argument("--questions", type=Path, help="a JSON list of [question, file, needle, origin] instead of the split's")
+    parser.add_argument("--lexical-weights", type=float, nargs="*", default=[], metavar="W",
+                        help="also ISO-RAG with each of these lexical_weight values (rows iso_lexical_W): the choice of the weight")
     parser.add_argument("--out", type=results_name, help="results file (default: docs_questions.json, docs_questions_train.json)")
     args = parser.parse_args()
     if args.k < 1:
         raise SystemExit(f"--k must be >= 1, got {args.k}")
+    if any(not 0 <= weight < float("inf") for weight in args.lexical_weights):
+        raise SystemExit(f"--lexical-weights must be finite numbers >= 0, got {args.lexical_weights}")
     split = TRAIN_QUESTIONS if args.split == "train" else QUESTIONS
     questions = [tuple(q) for q in json.loads(args.questions.read_text())] if args.questions else split
     out = args.out or ("docs_questions_train.json" if args.split == "train" else "docs_questions.json")
@@ -151,6 +155,7 @@ def main() -> None:
         rows: list[tuple[str, ISORAGIndex, str, dict[str, Any]]] = [(name, index, name, {}) for name in RETRIEVERS]  # (row, index, retriever, knobs)
         if index.knobs.get("iso", {}).get("lexical_weight", 0) > 0:
             rows.append((NO_LEXICAL, index, "iso", {"lexical_weight": 0.0}))
+        rows += [(f"iso_lexical_{weight:g}", index, "iso", {"lexical_weight": weight}) for weight in args.lexical_weights]
         spec = {name: dict(kwargs) for name, kwargs in index.graph_spec.items()}
         if "entity_graph" in spec:  # the same graph, its extractor blind to code spans
             spec["entity_graph"]["extractor_args"] = {**spec["entity_graph"].get("extractor_args", {}), "code_spans": False}
@@ -161,13 +166,14 @@ def main() -> None:
     for row, built, retriever, knobs in rows:
         hits = built.retrieve(texts, k=min(args.k, len(index.passages)), retriever=retriever, **knobs)
         asked = built.retrieve(texts, k=5, retriever=retriever, **knobs)  # ISO-RAG's pool, hence its top 5, depends on k
+        ranks_asked = [first_rank([h.id for h in found], gold) for found, gold in zip(asked, golds)]
         results[row] = summary([first_rank([h.id for h in found], gold) for found, gold in zip(hits, golds)]) | {
-            "top5_asked": sum(first_rank([h.id for h in found], gold) is not None for found, gold in zip(asked, golds))}
+            "top5_asked": sum(r is not None for r in ranks_asked), "ranks_asked": ranks_asked}
     print(f"{len(index.passages)} passages, {len(questions)} questions; first gold passage's rank (-: beyond {args.k})")
-    print(f"{'retriever':15s} {'k = 5':>6s} {'top 5':>6s} {'top 10':>7s} {'MRR':>6s}  ranks (k = {args.k})")
+    print(f"{'retriever':16s} {'k = 5':>6s} {'top 5':>6s} {'top 10':>7s} {'MRR':>6s}  ranks (k = {args.k})")
     for name, row in results.items():
         ranks = " ".join("-" if r is None else str(r) for r in row["ranks"])
-        print(f"{name:15s} {row['top5_asked']:>6d} {row['top5']:>6d} {row['top10']:>7d} {row['mrr']:>6.3f}  {ranks}")
+        print(f"{name:16s} {row['top5_asked']:>6d} {row['top5']:>6d} {row['top10']:>7d} {row['mrr']:>6.3f}  {ranks}")
     write_json(out, {"protocol": __doc__.split("\n\n")[1], "split": "questions file" if args.questions else args.split,
                      "passages": len(index.passages), "graph": index.graph_spec, "knobs": index.knobs, "build_s": round(build_s, 1),
                      "k": args.k, "questions": [{"question": q, "file": f, "needle": n, "origin": o, "gold": sorted(g)}

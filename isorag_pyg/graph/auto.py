@@ -105,7 +105,8 @@ def graph_knobs(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     :data:`CODE_SPAN_KNOBS` when its entity graph reads code spans; else none: the retrievers'
     defaults)."""
     knobs: dict[str, dict[str, Any]] = {}
-    chosen = [stored for builder, stored in (("entity_graph", ENTITY_GRAPH_KNOBS), ("title_mention", TITLE_MENTION_KNOBS)) if builder in spec]
+    chosen = [stored for builder, stored in (("entity_graph", ENTITY_GRAPH_KNOBS), ("title_mention", TITLE_MENTION_KNOBS))
+              if builder in spec]
     for stored in chosen + ([CODE_SPAN_KNOBS] if reads_code_spans(spec) else []):
         for name, values in stored.items():
             knobs[name] = {**knobs.get(name, {}), **values}

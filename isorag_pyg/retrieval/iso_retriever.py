@@ -11,6 +11,7 @@ from torch import Tensor
 from isorag_pyg.knobs import ISOKnobs
 from isorag_pyg.retrieval.ann import ANNIndex
 from isorag_pyg.retrieval.candidates import DenseCandidates, candidate_chunk, check_ann_index, dense_candidates
+from isorag_pyg.retrieval.hybrid import hybrid_ranking
 from isorag_pyg.retrieval.local_graph import LocalGraphBatch, build_local_graphs
 from isorag_pyg.retrieval.retrieval_graph import RetrievalGraph
 from isorag_pyg.retrieval.scoring import score_local_graphs, segment_topk
@@ -18,7 +19,6 @@ from isorag_pyg.retrieval.types import Queries, RetrievalResult, Retriever, chec
 from isorag_pyg.utils.bridging import bridge_mask
 from isorag_pyg.utils.isoperimetric import ablate_log_phi, isoperimetric_keep_mask
 from isorag_pyg.utils.near_duplicates import near_duplicates_last
-from isorag_pyg.utils.rank_fusion import minmax_union
 
 #: With ``near_duplicate_cosine``, the near-duplicates of the best ``NEAR_DUPLICATE_WINDOW * k``
 #: candidates make way for the next of them.
@@ -132,6 +132,7 @@ class ISORetriever:
         if knobs.lexical_weight > 0 and lexical is None:
             raise ValueError("lexical_weight > 0 needs the lexical retriever (BM25) it fuses")
         self.lexical = lexical if knobs.lexical_weight > 0 else None
+        self.quarantined = torch.zeros(graph.num_nodes, dtype=torch.bool) if quarantined is None else quarantined.cpu()
 
     def sizes(self, k: int) -> tuple[int, int, int]:
         """(k, pool size L, seeds m), clipped to the corpus."""
@@ -186,27 +187,12 @@ class ISORetriever:
         chunk = candidate_chunk(self.graph, self.ann, self.knobs.query_chunk)
         if self.lexical is None:
             return retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, k, trace))
-        k, depth, _ = self.sizes(k)
-        walked = retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, depth, trace))
-        return self.with_lexical(queries, walked, k)
+        k, depth, _ = self.sizes(k)  # the walk ranks its pool's worth (L), the lexical retriever as many, the fusion keeps k
+        walked = retrieve_in_chunks(queries, chunk, lambda part: self._retrieve_chunk(part, k, trace, depth))
+        return hybrid_ranking(walked, self.lexical.retrieve(queries, depth), self.knobs.lexical_weight, self.quarantined, self.top, k)
 
-    def with_lexical(self, queries: Queries, walked: RetrievalResult, k: int) -> RetrievalResult:
-        """The hybrid ranking (``lexical_weight``): the top ``k`` of the union of ``walked`` (the walk's
-        ``L`` best) and the lexical retriever's ``L`` best (a score of 0, no word in common, is no entry),
-        by ``minmax(walked) + lexical_weight * minmax(lexical)``, near-duplicates after the rest as in
-        :meth:`top`; a trace's ``top`` is this ranking."""
-        lexical = self.lexical.retrieve(queries, walked.indices.size(1))
-        matched = torch.where(lexical.scores > 0, lexical.indices, -1)
-        node, score, batch, ptr = minmax_union((walked.indices, walked.scores), (matched, lexical.scores), self.knobs.lexical_weight,
-                                               self.graph.num_passages)
-        positions, scores = self.top(score, batch, ptr, node, k)
-        rows = node[positions]
-        if walked.traces is not None:
-            for trace, top, value in zip(walked.traces, rows.tolist(), scores.tolist()):
-                trace["top"] = list(zip(top, value))
-        return RetrievalResult(rows, scores, walked.stats, walked.traces)
-
-    def _retrieve_chunk(self, queries: Queries, k: int, trace: bool) -> RetrievalResult:
+    def _retrieve_chunk(self, queries: Queries, k: int, trace: bool, depth: int | None = None) -> RetrievalResult:
+        """The top ``k`` (``depth``: that many instead, from the same local graphs) of ``queries``."""
         k, pool, m = self.sizes(k)
         candidates = dense_candidates(self.graph, queries.embeddings, pool, self.ann)
         seeds = self.entity_seeds(queries.texts)
@@ -228,7 +214,7 @@ class ISORetriever:
         scored = score_local_graphs(local.edge_index[:, keep], local.seed_pos, candidates.pool_scores[:, :m], dense, local.batch, local.ptr,
                                     self.knobs, weight, self._ranked(local.node), local.entity_pos, self.entity_weight(local.node[local.entity_pos]),
                                     follow, vouched)
-        positions, top_scores = self.top(scored.score, local.batch, local.ptr, local.node, k)
+        positions, top_scores = self.top(scored.score, local.batch, local.ptr, local.node, depth or k)
         num_queries, num_local = len(queries), local.node.numel()
         stats = {
             "queries": float(num_queries),

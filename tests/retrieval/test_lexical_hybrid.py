@@ -39,7 +39,7 @@ def test_the_hybrid_ranks_the_union_of_the_walks_and_bm25s_best_by_their_scaled_
     hybrid = ISORetriever(graph, log_phi, ISOKnobs(near_duplicate_cosine=2.0, lexical_weight=1.0), lexical=bm25)
     k = 3
     _, depth, _ = walk.sizes(k)
-    walked, lexical = walk.retrieve(queries, depth), bm25.retrieve(queries, depth)
+    walked, lexical = walk._retrieve_chunk(queries, k, False, depth), bm25.retrieve(queries, depth)  # the walk's L best of its k's pool
     got = hybrid.retrieve(queries, k, trace=True)
     assert 7 not in walk.retrieve(queries, k).indices[0].tolist()  # the walk alone misses the one passage with the question's rare word
     for q in range(len(queries)):
@@ -64,16 +64,35 @@ def test_no_weight_is_the_walk_alone_and_bad_weights_are_refused():
     alone = ISORetriever(graph, log_phi).retrieve(queries, 4)
     off = ISORetriever(graph, log_phi, ISOKnobs(lexical_weight=0.0), lexical=BM25Retriever(texts)).retrieve(queries, 4)
     assert torch.equal(alone.indices, off.indices) and torch.equal(alone.scores, off.scores)
-    # a question BM25 matches nowhere ranks as the walk does, scaled: no passage gets BM25's share for a score of 0
-    unmatched = Queries(["Qwxv?"], queries.embeddings[:1])
-    walk, hybrid = ISORetriever(graph, log_phi), ISORetriever(graph, log_phi, ISOKnobs(lexical_weight=1.0), lexical=BM25Retriever(texts))
-    assert hybrid.retrieve(unmatched, 4).indices.tolist() == walk.retrieve(unmatched, 4).indices.tolist()
-    assert float(hybrid.retrieve(unmatched, 4).scores.max()) == pytest.approx(1.0)
+    # a question BM25 matches nowhere ranks as the walk alone (the same pool): no passage gets BM25's share for a score of 0
+    for n, seed in ((30, 0), (300, 2)):
+        texts, graph, queries = world(n, seed=seed)
+        log_phi = torch.zeros(graph.num_nodes, dtype=torch.float64)
+        unmatched = Queries(["Qwxv?"], queries.embeddings[:1])
+        walk, hybrid = ISORetriever(graph, log_phi), ISORetriever(graph, log_phi, ISOKnobs(lexical_weight=1.0), lexical=BM25Retriever(texts))
+        assert hybrid.retrieve(unmatched, 4).indices.tolist() == walk.retrieve(unmatched, 4).indices.tolist()
+        assert float(hybrid.retrieve(unmatched, 4).scores.max()) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="lexical_weight > 0 needs the lexical retriever"):
         ISORetriever(graph, log_phi, ISOKnobs(lexical_weight=1.0))
     for bad in (-0.5, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="lexical_weight must be a finite number >= 0"):
             ISOKnobs(lexical_weight=bad)
+
+
+def test_the_hybrid_keeps_quarantined_passages_out_and_near_duplicates_after_the_rest():
+    texts, graph, queries = world(n=200)
+    texts[8] = texts[7]  # a copy of the one passage with the question's rare word, its vector too
+    graph = RetrievalGraph(graph.edge_index, torch.cat([graph.embeddings[:8], graph.embeddings[7:8], graph.embeddings[9:]]))
+    log_phi = torch.zeros(graph.num_nodes, dtype=torch.float64)
+    hybrid = ISORetriever(graph, log_phi, ISOKnobs(lexical_weight=1.0), lexical=BM25Retriever(texts))
+    top = hybrid.retrieve(queries, 4).indices.tolist()
+    assert [len({7, 8} & set(found)) for found in top] == [1, 1]  # one of the two copies; the other makes way
+    copies_kept = ISORetriever(graph, log_phi, ISOKnobs(lexical_weight=1.0, near_duplicate_cosine=2.0), lexical=BM25Retriever(texts))
+    assert all({7, 8} <= set(found) for found in copies_kept.retrieve(queries, 4).indices.tolist())
+    quarantined = torch.zeros(graph.num_nodes, dtype=torch.bool)
+    quarantined[[7, 8]] = True
+    held = ISORetriever(graph, log_phi, ISOKnobs(lexical_weight=1.0), lexical=BM25Retriever(texts), quarantined=quarantined)
+    assert not {7, 8} & set(held.retrieve(queries, 4).indices.flatten().tolist())  # BM25 cannot bring a quarantined passage back
 
 
 def test_union_scaling_pads_ties_and_queries_without_entries():

@@ -259,3 +259,14 @@ def test_the_graph_layout_is_the_same_every_time_and_fits_the_picture(browser):
             return [layout(n, links), layout(n, links), [WIDTH, HEIGHT]];""", count)
         assert first == again and len(first) == count
         assert all(0 <= x <= box[0] and 0 <= y <= box[1] for x, y in first)
+
+
+@pytest.mark.slow
+@pytest.mark.extra("browser")
+def test_the_legend_counts_the_retrieved_passages_the_graph_does_not_hold(browser):
+    """A hybrid with BM25 (documentation) may retrieve passages outside the walk's local graph: the legend says how many."""
+    load_script(browser)
+    notes = browser.execute_script("""
+        const trace = {candidates: ["a", "b", "entity:x"], top: [{id: "a"}, {id: "c"}, {id: "d"}]};
+        return [outsideGraph(trace), outsideGraph({candidates: ["a"], top: [{id: "a"}]})];""")
+    assert notes == [", 2 of them found by BM25 outside this graph", ""]

@@ -260,11 +260,16 @@ function drawGraph(trace) {
   showLegend(trace, kept.length, pruned.length);
 }
 
+function outsideGraph(trace) {  // a hybrid with BM25 may retrieve passages the walk's local graph does not hold
+  const drawn = new Set(trace.candidates), outside = trace.top.filter((t) => !drawn.has(t.id)).length;
+  return outside ? `, ${outside} of them found by BM25 outside this graph` : "";
+}
+
 function showLegend(trace, kept, pruned) {
   const entries = [["kept", `kept edge (${kept})`], ["pruned", `pruned by the isoperimetric filter (${pruned})`],
     ["seed", `dense seed (${trace.seeds.length})`], ["entity-seed", `query-matched entity seed (${trace.entity_seeds.length})`],
     ["entity", `entity node (${trace.candidates.filter((id) => id.startsWith("entity:")).length})`],
-    ["top", `retrieved: the top ${trace.top.length}`], ["size", "node size: PPR mass"]];
+    ["top", `retrieved: the top ${trace.top.length}${outsideGraph(trace)}`], ["size", "node size: PPR mass"]];
   $("legend").replaceChildren(...entries.map(([kind, text]) => {
     const item = element("li");
     item.append(element("span", `swatch ${kind}`), text);
