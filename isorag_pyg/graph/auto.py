@@ -10,6 +10,7 @@ import torch
 
 from isorag_pyg.datasets.types import Passage
 from isorag_pyg.graph.builders import chunk_position, title_mention
+from isorag_pyg.graph.query_entities import query_extractor
 from isorag_pyg.graph.text import has_code_span
 
 log = logging.getLogger(__name__)
@@ -94,9 +95,9 @@ CODE_SPAN_KNOBS: dict[str, dict[str, Any]] = {"iso": {"lexical_weight": 1.0}}
 
 
 def reads_code_spans(spec: Mapping[str, Any]) -> bool:
-    """Whether graph ``spec``'s entity graph reads Markdown code spans as identifiers."""
-    builder = spec.get("entity_graph")
-    return isinstance(builder, Mapping) and bool((builder.get("extractor_args") or {}).get("code_spans", False))
+    """Whether graph ``spec``'s entity graph reads Markdown code spans as identifiers (its rules
+    extractor, :func:`~isorag_pyg.graph.query_entities.query_extractor`, is told to)."""
+    return "entity_graph" in spec and query_extractor(spec).code_spans
 
 
 def graph_knobs(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

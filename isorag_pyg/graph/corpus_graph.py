@@ -15,6 +15,7 @@ from isorag_pyg.graph import builders
 from isorag_pyg.graph.builders import DIRECTED_BUILDERS
 from isorag_pyg.graph.entity_graph import entity_graph, with_entity_nodes
 from isorag_pyg.graph.noise import noise_edges
+from isorag_pyg.graph.query_entities import query_extractor
 from isorag_pyg.graph.text import title_cased
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ def run_builders(
             edges[name] = builders.entity_comention(corpus, **kwargs)
         elif name == "entity_graph":
             rules = kwargs.get("extractor", "rules") == "rules"  # an LLM reads a name whatever its capitals
-            code_spans = rules and bool((kwargs.get("extractor_args") or {}).get("code_spans", False))
+            code_spans = query_extractor({name: kwargs}).code_spans  # the rules extractor told to read them
             graph = entity_graph(entity_texts(corpus, kwargs.pop("titles", True), title_cased_too=rules, code_spans=code_spans), **kwargs)
             edges[name], edges.entity_names, edges.unique_mentions = (graph.edge_index, graph.edge_weight), graph.names, graph.unique_mentions
             edges.records[name] = graph.record

@@ -22,7 +22,7 @@ def hybrid_ranking(walked: RetrievalResult, lexical: RetrievalResult, weight: fl
     scores 0 (no word in common) or is ``excluded`` (``[N]`` bool over the corpus rows: quarantined)
     is none; a trace's ``top`` becomes this ranking."""
     rows = lexical.indices
-    kept = (lexical.scores > 0) & (rows >= 0) & ~excluded.cpu()[rows.clamp_min(0)]
+    kept = (lexical.scores > 0) & ~excluded.cpu()[rows.clamp_min(0)]  # padding (-1) stays -1 either way
     node, score, batch, ptr = minmax_union((walked.indices, walked.scores), (torch.where(kept, rows, -1), lexical.scores), weight,
                                            excluded.numel())
     positions, scores = top(score, batch, ptr, node, k)
