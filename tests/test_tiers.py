@@ -21,9 +21,10 @@ def test_the_fast_tier_installs_no_model_runtime_and_ci_requires_every_extra_for
     assert set(conftest.EXTRAS) <= {"qa", "ray", "onnx", "openvino", "browser"}
     readme = (REPO / "README.md").read_text()
     command = readme.split("<!-- test-command -->")[1].split("<!-- /test-command -->")[0]
-    assert 'pip install -e ".[test]"' in command and '-m "not slow"' in command
+    assert 'pip install -e ".[test]"' in command and '-m "not slow" -n auto' in command
+    assert re.search(r'^\s*"pytest-xdist>=', test, re.MULTILINE)  # -n: both tiers' parallel workers come with .[test]
     ci = (REPO / ".ci" / "run").read_text()
-    slow = ci.index("python -m pytest -q -m slow --durations")
+    slow = ci.index("python -m pytest -q -m slow -n 2 --durations")
     assert ci.index('python -m pip install -q -e ".[dev]"') < ci.index("export ISORAG_REQUIRE_EXTRAS=1") < slow
     assert ci.index("apt-get install -y -qq chromium chromium-driver") < slow  # the web page's browser test (the browser extra)
 
