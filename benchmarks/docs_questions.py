@@ -18,7 +18,9 @@ Markdown code spans, :data:`NO_CODE`, and without the hybrid with BM25, :data:`N
 rank of the first gold passage (beyond ``--k``: missed), how many questions find one in the top
 5 and top 10 of that ranking and in the 5 passages asked for with ``k = 5`` (ISO-RAG's pool,
 hence its ranking, grows with ``k``), and the mean reciprocal rank. ``--split train`` asks :data:`TRAIN_QUESTIONS`
-instead, what ``lexical_weight`` was chosen on (``--lexical-weights 0 0.25 ...``: a row per weight). Writes
+instead, what ``lexical_weight`` was chosen on (``--lexical-weights 0 0.25 ...``: a row per weight). ``--answers``
+also asks a reader (the packaged Gemma 3 270M, or ``--llm-base-url URL --llm-model NAME``) each question over
+ISO-RAG's 5 passages, as ``isorag ask`` does, and counts the answers that cite a gold passage. Writes
 benchmarks/results/docs_questions.json (``docs_questions_train.json``).
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 from benchmarks.common import results_name, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
+from isorag_pyg.qa.reader_spec import ReaderSpec
 
 RETRIEVERS = ("dense", "bm25", "ppr", "iso")
 #: ISO-RAG without the hybrid with BM25 (``lexical_weight`` 0), on the same index (an ablation).
@@ -128,6 +131,18 @@ def summary(ranks: list[int | None]) -> dict[str, Any]:
             "mrr": sum(1 / r for r in ranks if r is not None) / len(ranks), "ranks": ranks}
 
 
+def answers(index: ISORAGIndex, texts: list[str], golds: list[set[str]], reader: ReaderSpec) -> dict[str, Any]:
+    """Each question answered by ``reader`` over ISO-RAG's 5 passages (as ``isorag ask`` asks it):
+    the answers, their cited ids, and how many cite a gold passage, of all and of those whose 5 hold one."""
+    found = index.answer(texts, k=5, retriever="iso", reader=reader)
+    cited = [[c["id"] for c in a["citations"]] for a in found]
+    given = [bool({p["id"] for p in a["passages"]} & gold) for a, gold in zip(found, golds)]
+    cites_gold = [bool(set(ids) & gold) for ids, gold in zip(cited, golds)]
+    return {"reader": reader.model or "packaged Gemma 3 270M", "cite_gold": sum(cites_gold), "gold_given": sum(given),
+            "answers": [{"question": a["question"], "answer": a["answer"], "cited": ids, "cites_gold": hit}
+                        for a, ids, hit in zip(found, cited, cites_gold)]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=Path, default=Path(__file__).resolve().parents[1] / "docs", help="the docs folder")
@@ -136,8 +151,14 @@ def main() -> None:
     parser.add_argument("--questions", type=Path, help="a JSON list of [question, file, needle, origin] instead of the split's")
     parser.add_argument("--lexical-weights", type=float, nargs="*", default=[], metavar="W",
                         help="also ISO-RAG with each of these lexical_weight values (rows iso_lexical_W): the choice of the weight")
+    parser.add_argument("--answers", action="store_true", help="also ask a reader each question over ISO-RAG's 5 passages")
+    parser.add_argument("--llm-base-url", default=None, metavar="URL", help="with --answers: an OpenAI-compatible reader (default: the packaged Gemma)")
+    parser.add_argument("--llm-model", default=None, metavar="NAME", help="the reader's model name at --llm-base-url")
     parser.add_argument("--out", type=results_name, help="results file (default: docs_questions.json, docs_questions_train.json)")
     args = parser.parse_args()
+    if (args.llm_base_url or args.llm_model) and not args.answers:
+        raise SystemExit("--llm-base-url and --llm-model name the reader of --answers: add --answers")
+    reader = ReaderSpec.from_flags(None, args.llm_base_url, args.llm_model, None) if args.answers else None
     if args.k < 1:
         raise SystemExit(f"--k must be >= 1, got {args.k}")
     if any(not 0 <= weight < float("inf") for weight in args.lexical_weights):
@@ -174,11 +195,15 @@ def main() -> None:
     for name, row in results.items():
         ranks = " ".join("-" if r is None else str(r) for r in row["ranks"])
         print(f"{name:16s} {row['top5_asked']:>6d} {row['top5']:>6d} {row['top10']:>7d} {row['mrr']:>6.3f}  {ranks}")
+    asked = answers(index, texts, golds, reader) if reader is not None else None
+    if asked is not None:
+        print(f"{asked['reader']}: {asked['cite_gold']} of {len(questions)} answers cite a gold passage "
+              f"({asked['gold_given']} had one among ISO-RAG's 5)")
     write_json(out, {"protocol": __doc__.split("\n\n")[1], "split": "questions file" if args.questions else args.split,
                      "passages": len(index.passages), "graph": index.graph_spec, "knobs": index.knobs, "build_s": round(build_s, 1),
                      "k": args.k, "questions": [{"question": q, "file": f, "needle": n, "origin": o, "gold": sorted(g)}
                                                 for (q, f, n, o), g in zip(questions, golds)],
-                     "retrievers": results})
+                     "retrievers": results, "answers": asked})
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_llm_server import FakeLLM
 
 from benchmarks.docs_questions import (
     NO_CODE,
@@ -20,6 +21,7 @@ from benchmarks.docs_questions import (
     TRAIN_QUESTIONS,
     docs_without_answers,
     first_rank,
+    main,
     summary,
 )
 
@@ -48,6 +50,12 @@ def test_training_questions_are_other_questions_than_the_reported_ones():
     assert not {(f, n) for _, f, n, _ in QUESTIONS} & {(f, n) for _, f, n, _ in TRAIN_QUESTIONS}  # nor about the same rows
 
 
+def test_a_reader_is_named_for_answers_only(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["docs_questions", "--llm-model", "x"])
+    with pytest.raises(SystemExit, match="add --answers"):
+        main()
+
+
 def test_ranks_and_their_summary():
     assert first_rank(["a", "b", "c"], {"c", "b"}) == 2 and first_rank(["a"], {"z"}) is None
     assert summary([1, 6, None, 12]) == {"top5": 1, "top10": 2, "mrr": pytest.approx((1 + 1 / 6 + 1 / 12) / 4), "ranks": [1, 6, None, 12]}
@@ -56,8 +64,19 @@ def test_ranks_and_their_summary():
 @pytest.mark.slow
 def test_the_benchmark_ranks_every_question_on_this_repositorys_docs(tmp_path):
     env = {**os.environ, "ISORAG_BENCH_RESULTS": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "benchmarks.docs_questions"], cwd=REPO, env=env, check=True, capture_output=True, text=True)
+    # the reader answers each question with its needle (the answer's words only gold passages hold), the last one with nothing
+    answers = {q: n for q, _, n, _ in QUESTIONS[:-1]} | {QUESTIONS[-1][0]: "the documents do not contain the answer"}
+    with FakeLLM(answers=answers) as llm:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.docs_questions", "--answers", "--llm-base-url", llm.base_url, "--llm-model", "fake"],
+                              cwd=REPO, env=env, check=True, capture_output=True, text=True)
     result = json.loads((tmp_path / "docs_questions.json").read_text())
+    # an answer cites a gold passage exactly when ISO-RAG's 5 held one and the answer is the needle
+    asked, iso_ranks = result["answers"], result["retrievers"]["iso"]["ranks_asked"]
+    assert asked["reader"] == "fake" and asked["gold_given"] == result["retrievers"]["iso"]["top5_asked"]
+    assert [a["cites_gold"] for a in asked["answers"]] == [r is not None for r in iso_ranks[:-1]] + [False]
+    assert asked["cite_gold"] == sum(r is not None for r in iso_ranks[:-1]) > len(QUESTIONS) // 2
+    assert asked["answers"][-1]["cited"] == [] and [a["question"] for a in asked["answers"]] == [q for q, _, _, _ in QUESTIONS]
+    assert f"fake: {asked['cite_gold']} of {len(QUESTIONS)} answers cite a gold passage" in done.stdout
     # every question's needle is still in the docs (the script fails otherwise) and each names its gold passages
     assert [q["question"] for q in result["questions"]] == [q for q, _, _, _ in QUESTIONS]
     assert all(q["gold"] and all(g.startswith(q["file"] + "#") for g in q["gold"]) for q in result["questions"])
