@@ -35,7 +35,8 @@ from typing import Any
 
 from benchmarks.common import results_name, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
-from isorag_pyg.qa.reader_spec import ReaderSpec
+from isorag_pyg.qa.generators import GeneratorError
+from isorag_pyg.qa.reader_spec import Reader, ReaderSpec, ReaderUnavailable
 
 RETRIEVERS = ("dense", "bm25", "ppr", "iso")
 #: ISO-RAG without the hybrid with BM25 (``lexical_weight`` 0), on the same index (an ablation).
@@ -131,14 +132,14 @@ def summary(ranks: list[int | None]) -> dict[str, Any]:
             "mrr": sum(1 / r for r in ranks if r is not None) / len(ranks), "ranks": ranks}
 
 
-def answers(index: ISORAGIndex, texts: list[str], golds: list[set[str]], reader: ReaderSpec) -> dict[str, Any]:
+def answers(index: ISORAGIndex, texts: list[str], golds: list[set[str]], reader: Reader) -> dict[str, Any]:
     """Each question answered by ``reader`` over ISO-RAG's 5 passages (as ``isorag ask`` asks it):
     the answers, their cited ids, and how many cite a gold passage, of all and of those whose 5 hold one."""
     found = index.answer(texts, k=5, retriever="iso", reader=reader)
     cited = [[c["id"] for c in a["citations"]] for a in found]
     given = [bool({p["id"] for p in a["passages"]} & gold) for a, gold in zip(found, golds)]
     cites_gold = [bool(set(ids) & gold) for ids, gold in zip(cited, golds)]
-    return {"reader": reader.model or "packaged Gemma 3 270M", "cite_gold": sum(cites_gold), "gold_given": sum(given),
+    return {"reader": reader.name, "cite_gold": sum(cites_gold), "gold_given": sum(given),
             "answers": [{"question": a["question"], "answer": a["answer"], "cited": ids, "cites_gold": hit}
                         for a, ids, hit in zip(found, cited, cites_gold)]}
 
@@ -158,7 +159,6 @@ def main() -> None:
     args = parser.parse_args()
     if (args.llm_base_url or args.llm_model) and not args.answers:
         raise SystemExit("--llm-base-url and --llm-model name the reader of --answers: add --answers")
-    reader = ReaderSpec.from_flags(None, args.llm_base_url, args.llm_model, None) if args.answers else None
     if args.k < 1:
         raise SystemExit(f"--k must be >= 1, got {args.k}")
     if any(not 0 <= weight < float("inf") for weight in args.lexical_weights):
@@ -168,6 +168,21 @@ def main() -> None:
     out = args.out or ("docs_questions_train.json" if args.split == "train" else "docs_questions.json")
     if not questions or any(len(q) != 4 or not all(isinstance(x, str) for x in q) for q in questions):
         raise SystemExit("--questions must hold a non-empty JSON list of [question, file, needle, origin] strings")
+    try:  # the reader is started first: one that cannot run fails before the index is built
+        reader = ReaderSpec.from_flags(None, args.llm_base_url, args.llm_model, None).make() if args.answers else None
+    except ReaderUnavailable as err:
+        raise SystemExit(f"--answers: {err}") from None
+    try:
+        measure(args, questions, out, reader)
+    except GeneratorError as err:  # the reader refused, timed out or answered garbage
+        raise SystemExit(f"--answers: {err}") from None
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def measure(args: argparse.Namespace, questions: list[tuple[str, str, str, str]], out: str, reader: Reader | None) -> None:
+    """Build the index of the docs, rank every question with every retriever (and ask ``reader``), write ``out``."""
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         passages = ISORAGIndex.read_corpus(docs_without_answers(args.docs, Path(tmp)))

@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fake_llm_server import FakeLLM
 
+from benchmarks import docs_questions
 from benchmarks.docs_questions import (
     NO_CODE,
     NO_LEXICAL,
@@ -24,6 +26,8 @@ from benchmarks.docs_questions import (
     main,
     summary,
 )
+from isorag_pyg.qa.generators import GeneratorError
+from isorag_pyg.qa.reader_spec import HOW_TO_GET_ONE, ReaderSpec, ReaderUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,10 +54,26 @@ def test_training_questions_are_other_questions_than_the_reported_ones():
     assert not {(f, n) for _, f, n, _ in QUESTIONS} & {(f, n) for _, f, n, _ in TRAIN_QUESTIONS}  # nor about the same rows
 
 
-def test_a_reader_is_named_for_answers_only(monkeypatch):
+def test_a_reader_is_named_for_answers_only_and_a_missing_one_fails_before_the_index_is_built(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["docs_questions", "--llm-model", "x"])
     with pytest.raises(SystemExit, match="add --answers"):
         main()
+
+    def unavailable(spec):
+        raise ReaderUnavailable(HOW_TO_GET_ONE)
+
+    monkeypatch.setattr(ReaderSpec, "make", unavailable)
+    monkeypatch.setattr(docs_questions, "measure", lambda *args: pytest.fail("the index was built without a reader"))
+    monkeypatch.setattr(sys, "argv", ["docs_questions", "--answers"])
+    with pytest.raises(SystemExit, match=r"^--answers: no reader is installed: pip install"):
+        main()
+
+    closed = []  # a reader that fails mid-run: one line, and the reader is stopped
+    monkeypatch.setattr(ReaderSpec, "make", lambda spec: SimpleNamespace(close=lambda: closed.append(True)))
+    monkeypatch.setattr(docs_questions, "measure", lambda *args: (_ for _ in ()).throw(GeneratorError("cannot reach the generator")))
+    with pytest.raises(SystemExit, match=r"^--answers: cannot reach the generator$"):
+        main()
+    assert closed == [True]
 
 
 def test_ranks_and_their_summary():
