@@ -36,7 +36,8 @@ from typing import Any
 from benchmarks.common import results_name, write_json
 from isorag_pyg import ISORAGIndex, PhiSpec
 from isorag_pyg.qa.generators import GeneratorError
-from isorag_pyg.qa.reader_spec import Reader, ReaderSpec, ReaderUnavailable
+from isorag_pyg.qa.llama_server import ServerError
+from isorag_pyg.qa.reader_spec import Reader, ReaderSpec
 
 RETRIEVERS = ("dense", "bm25", "ppr", "iso")
 #: ISO-RAG without the hybrid with BM25 (``lexical_weight`` 0), on the same index (an ablation).
@@ -134,7 +135,7 @@ def summary(ranks: list[int | None]) -> dict[str, Any]:
 
 def answers(index: ISORAGIndex, texts: list[str], golds: list[set[str]], reader: Reader) -> dict[str, Any]:
     """Each question answered by ``reader`` over ISO-RAG's 5 passages (as ``isorag ask`` asks it):
-    the answers, their cited ids, and how many cite a gold passage, of all and of those whose 5 hold one."""
+    the answers, their cited ids, how many cite a gold passage, and how many had one among their 5."""
     found = index.answer(texts, k=5, retriever="iso", reader=reader)
     cited = [[c["id"] for c in a["citations"]] for a in found]
     given = [bool({p["id"] for p in a["passages"]} & gold) for a, gold in zip(found, golds)]
@@ -168,13 +169,15 @@ def main() -> None:
     out = args.out or ("docs_questions_train.json" if args.split == "train" else "docs_questions.json")
     if not questions or any(len(q) != 4 or not all(isinstance(x, str) for x in q) for q in questions):
         raise SystemExit("--questions must hold a non-empty JSON list of [question, file, needle, origin] strings")
-    try:  # the reader is started first: one that cannot run fails before the index is built
-        reader = ReaderSpec.from_flags(None, args.llm_base_url, args.llm_model, None).make() if args.answers else None
-    except ReaderUnavailable as err:
-        raise SystemExit(f"--answers: {err}") from None
+    if args.answers and bool(args.llm_base_url) != bool(args.llm_model):
+        raise SystemExit("--llm-base-url and --llm-model go together: the reader's endpoint and its model name there")
+    reader = None
     try:
+        if args.answers:
+            reader = ReaderSpec.from_flags(None, args.llm_base_url, args.llm_model, None).make()
+            _ = reader.generator  # started now (the packaged reader's llama.cpp server): one that cannot start fails before the index is built
         measure(args, questions, out, reader)
-    except GeneratorError as err:  # the reader refused, timed out or answered garbage
+    except (GeneratorError, ServerError) as err:  # not installed, did not start, refused, timed out or answered garbage
         raise SystemExit(f"--answers: {err}") from None
     finally:
         if reader is not None:

@@ -27,6 +27,7 @@ from benchmarks.docs_questions import (
     summary,
 )
 from isorag_pyg.qa.generators import GeneratorError
+from isorag_pyg.qa.llama_server import ServerError
 from isorag_pyg.qa.reader_spec import HOW_TO_GET_ONE, ReaderSpec, ReaderUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,6 +59,28 @@ def test_a_reader_is_named_for_answers_only_and_a_missing_one_fails_before_the_i
     monkeypatch.setattr(sys, "argv", ["docs_questions", "--llm-model", "x"])
     with pytest.raises(SystemExit, match="add --answers"):
         main()
+    monkeypatch.setattr(sys, "argv", ["docs_questions", "--answers", "--llm-model", "x"])
+    with pytest.raises(SystemExit, match="go together"):
+        main()
+
+    class Unstartable:  # a packaged reader whose llama.cpp server does not start
+        def __init__(self):
+            self.closed = False
+
+        @property
+        def generator(self):
+            raise ServerError("the llama.cpp server exited before it was ready")
+
+        def close(self):
+            self.closed = True
+
+    made = Unstartable()
+    monkeypatch.setattr(ReaderSpec, "make", lambda spec: made)
+    monkeypatch.setattr(docs_questions, "measure", lambda *args: pytest.fail("the index was built without a reader"))
+    monkeypatch.setattr(sys, "argv", ["docs_questions", "--answers"])
+    with pytest.raises(SystemExit, match=r"^--answers: the llama.cpp server exited before it was ready$"):
+        main()
+    assert made.closed
 
     def unavailable(spec):
         raise ReaderUnavailable(HOW_TO_GET_ONE)
@@ -69,7 +92,7 @@ def test_a_reader_is_named_for_answers_only_and_a_missing_one_fails_before_the_i
         main()
 
     closed = []  # a reader that fails mid-run: one line, and the reader is stopped
-    monkeypatch.setattr(ReaderSpec, "make", lambda spec: SimpleNamespace(close=lambda: closed.append(True)))
+    monkeypatch.setattr(ReaderSpec, "make", lambda spec: SimpleNamespace(generator=object(), close=lambda: closed.append(True)))
     monkeypatch.setattr(docs_questions, "measure", lambda *args: (_ for _ in ()).throw(GeneratorError("cannot reach the generator")))
     with pytest.raises(SystemExit, match=r"^--answers: cannot reach the generator$"):
         main()
