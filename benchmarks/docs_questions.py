@@ -160,6 +160,10 @@ def main() -> None:
     args = parser.parse_args()
     if (args.llm_base_url or args.llm_model) and not args.answers:
         raise SystemExit("--llm-base-url and --llm-model name the reader of --answers: add --answers")
+    try:
+        spec = ReaderSpec.from_flags(None, args.llm_base_url, args.llm_model, None) if args.answers else None
+    except ValueError as err:  # the spec's own checks (an endpoint needs its model name, and the reverse)
+        raise SystemExit(f"--answers: {err}") from None
     if args.k < 1:
         raise SystemExit(f"--k must be >= 1, got {args.k}")
     if any(not 0 <= weight < float("inf") for weight in args.lexical_weights):
@@ -169,12 +173,10 @@ def main() -> None:
     out = args.out or ("docs_questions_train.json" if args.split == "train" else "docs_questions.json")
     if not questions or any(len(q) != 4 or not all(isinstance(x, str) for x in q) for q in questions):
         raise SystemExit("--questions must hold a non-empty JSON list of [question, file, needle, origin] strings")
-    if args.answers and bool(args.llm_base_url) != bool(args.llm_model):
-        raise SystemExit("--llm-base-url and --llm-model go together: the reader's endpoint and its model name there")
     reader = None
     try:
-        if args.answers:
-            reader = ReaderSpec.from_flags(None, args.llm_base_url, args.llm_model, None).make()
+        if spec is not None:
+            reader = spec.make()
             _ = reader.generator  # started now (the packaged reader's llama.cpp server): one that cannot start fails before the index is built
         measure(args, questions, out, reader)
     except (GeneratorError, ServerError) as err:  # not installed, did not start, refused, timed out or answered garbage

@@ -60,7 +60,7 @@ def test_a_reader_is_named_for_answers_only_and_a_missing_one_fails_before_the_i
     with pytest.raises(SystemExit, match="add --answers"):
         main()
     monkeypatch.setattr(sys, "argv", ["docs_questions", "--answers", "--llm-model", "x"])
-    with pytest.raises(SystemExit, match="go together"):
+    with pytest.raises(SystemExit, match=r"^--answers: an OpenAI-compatible reader needs a base URL and a model name"):
         main()
 
     class Unstartable:  # a packaged reader whose llama.cpp server does not start
